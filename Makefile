@@ -1,0 +1,80 @@
+# Every workflow of the course is a target here. Students: `make lab`. Everyone: `make test`.
+# Instructors: `make release`, `make autograde`, `make feedback`, `make grades`, `make demo`.
+# Each target creates .venv first when it is missing, so a fresh clone needs only
+# python3.12 and make.
+
+SHELL := /bin/bash
+PYTHON ?= python3.12
+VENV := .venv
+STAMP := $(VENV)/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# nbgrader runs `alembic` in a subprocess: the venv's bin/ must be on PATH (done above).
+ASSIGNMENTS := $(sort $(notdir $(wildcard source/[0-9][0-9]_*)))
+WORKERS ?=
+PYTEST_ARGS ?=
+LAB_PORT ?= 8888
+
+.PHONY: help venv lab test release check-release autograde feedback grades demo bench clean
+
+help:
+	@echo "Students:    make lab        start JupyterLab on release/ (creates .venv first)"
+	@echo "Everyone:    make test       run the whole test-suite (creates .venv first)"
+	@echo "Instructors: make release | autograde | feedback | grades | demo"
+	@echo "Assignments: $(ASSIGNMENTS)"
+
+$(STAMP): requirements.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "error: $(PYTHON) was not found. Install Python 3.12 (e.g. 'pyenv install 3.12', or your OS package 'python3.12' with venv), then run make again; or point make at it: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' || { \
+	  echo "error: $(PYTHON) is $$($(PYTHON) --version 2>&1), but the course needs Python 3.12 (jax 0.12 requires it). Run: make PYTHON=/path/to/python3.12 $(MAKECMDGOALS)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -r requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The student's view: JupyterLab on the released notebooks, with nbgrader's
+# Assignment List and Validate extensions explicitly enabled.
+lab: $(STAMP)
+	jupyter server extension enable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null
+	jupyter server extension enable --sys-prefix nbgrader.server_extensions.validate_assignment >/dev/null
+	jupyter labextension enable --sys-prefix @jupyter/nbgrader:assignment-list >/dev/null
+	jupyter labextension enable --sys-prefix @jupyter/nbgrader:validate-assignment >/dev/null
+	jupyter lab --notebook-dir=. --ServerApp.default_url=/lab/tree/release --port=$(LAB_PORT) $(LAB_ARGS)
+
+test: $(STAMP)
+	python -m pytest $(PYTEST_ARGS)
+
+# release/ is generated from source/ (solutions and hidden tests stripped) and committed.
+release: $(STAMP)
+	python -m autograder release $(ASSIGNMENTS)
+
+# Fails when release/ differs from what `make release` would write.
+check-release: $(STAMP)
+	python -m autograder release --check $(ASSIGNMENTS)
+
+# Grades everything in submitted/<student>/<assignment>/ into the gradebook.
+autograde: $(STAMP)
+	@for a in $(ASSIGNMENTS); do \
+	  if ls -d submitted/*/$$a >/dev/null 2>&1; then python -m autograder grade $$a $(if $(WORKERS),--workers $(WORKERS)) || exit 1; fi; \
+	done
+
+feedback: $(STAMP)
+	@for a in $(ASSIGNMENTS); do \
+	  if ls -d autograded/*/$$a >/dev/null 2>&1; then nbgrader generate_feedback $$a --force || exit 1; fi; \
+	done
+
+grades: $(STAMP)
+	python -m autograder export --to grades.csv
+
+# The instructor's whole job on a sample class, in a scratch course folder (demo/).
+demo: $(STAMP)
+	python -m autograder demo --dir demo
+
+bench: $(STAMP)
+	python -m autograder.bench
+
+clean:
+	rm -rf submitted autograded feedback gradebook.db grades.csv demo artifacts .pytest_cache

@@ -1,0 +1,104 @@
+"""One template for every failure message, and the exception that carries it.
+
+A message that teaches says: what failed, expected against got, the likely cause,
+the fix, and the lesson section to reread. Library frames carry
+``__tracebackhide__`` so IPython (and so nbgrader's feedback) shows the student's
+own lines, not ours.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Sequence
+
+
+class CheckFailure(AssertionError):
+    """Raised by every ``assert_*`` check. ``str(err)`` is the teaching message."""
+
+    def __init__(self, message: str, *, rung: str = "values"):
+        super().__init__(message)
+        self.rung = rung
+
+
+def format_failure(what: str, *, expected: Any = None, got: Any = None,
+                   cause: str | None = None, fix: str | None = None,
+                   section: str | None = None, details: Sequence[str] = ()) -> str:
+    """Builds a message in the course template.
+
+    >>> print(format_failure("per_example_grads(params, x) returned the wrong shape",
+    ...                      expected="(32, 3)", got="(3,)",
+    ...                      cause="the batch axis is missing",
+    ...                      fix="vmap the gradient over the examples",
+    ...                      section="2.3 Per-example gradients"))
+    per_example_grads(params, x) returned the wrong shape
+      expected: (32, 3)
+      got:      (3,)
+      likely cause: the batch axis is missing
+      fix: vmap the gradient over the examples
+      reread: section 2.3 Per-example gradients
+    """
+    lines = [what]
+    if expected is not None or got is not None:
+        lines.append(f"  expected: {expected}")
+        lines.append(f"  got:      {got}")
+    lines.extend(f"  {d}" for d in details)
+    if cause:
+        lines.append(f"  likely cause: {cause}")
+    if fix:
+        lines.append(f"  fix: {fix}")
+    if section:
+        lines.append(f"  reread: section {section}")
+    return "\n".join(lines)
+
+
+def fail(what: str, *, rung: str = "values", **kwargs: Any):
+    """Raises :class:`CheckFailure` with a templated message."""
+    __tracebackhide__ = True
+    raise CheckFailure(format_failure(what, **kwargs), rung=rung)
+
+
+def describe_value(x: Any) -> str:
+    """A short description of a value: ``f32[8,3]`` for arrays, the type otherwise.
+
+    >>> import numpy as np
+    >>> describe_value(np.zeros((8, 3), np.float32)), describe_value(2.0)
+    ('f32[8,3]', 'float 2.0')
+    """
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{short_dtype(dtype)}[{','.join(str(s) for s in shape)}]"
+    if isinstance(x, (bool, int, float, complex)):
+        return f"{type(x).__name__} {x!r}"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {describe_value(v)}" for k, v in list(x.items())[:6]) + "}"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(describe_value(v) for v in x[:6])
+        return f"({inner})" if isinstance(x, tuple) else f"[{inner}]"
+    if callable(x):
+        return getattr(x, "__name__", type(x).__name__)
+    return type(x).__name__
+
+
+def short_dtype(dtype: Any) -> str:
+    """``float32`` -> ``f32``, ``int32`` -> ``i32``, ``bool`` -> ``bool``."""
+    name = str(dtype)
+    for long, short in (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("int", "i"),
+                        ("complex", "c")):
+        if name.startswith(long):
+            return short + name[len(long):]
+    return name
+
+
+def call_signature(fn: Any, args: Sequence[Any] = (), kwargs: dict | None = None) -> str:
+    """``loss(w: f32[3], x: f32[8,3])``: names the function and describes its inputs."""
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    parts = []
+    for i, a in enumerate(args):
+        label = params[i] if i < len(params) and params[i] not in ("args",) else f"arg{i}"
+        parts.append(f"{label}={describe_value(a)}")
+    parts.extend(f"{k}={describe_value(v)}" for k, v in (kwargs or {}).items())
+    return f"{name}({', '.join(parts)})"

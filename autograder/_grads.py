@@ -1,0 +1,215 @@
+"""Numerical gradient verification.
+
+Central differences in float64 along several seeded random directions, one leaf of
+the differentiated arguments at a time, so that a failure names the argument or
+pytree leaf whose gradient is wrong. ``jax.test_util.check_grads`` alone gives false
+failures in float32; here the student's gradient is evaluated on float64 inputs and
+compared with a relative-error tolerance.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Callable, Sequence
+
+import numpy as np
+
+from autograder._feedback import call_signature, describe_value, fail
+from autograder._numeric import assert_tree_matches, call_student
+from autograder._quiet import quiet, report_captured
+
+
+def _to_float64(tree):
+    import jax
+    import jax.numpy as jnp
+
+    def cast(x):
+        a = jnp.asarray(x)
+        return a.astype(jnp.float64) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+    return jax.tree.map(cast, tree)
+
+
+def _arg_name(f: Callable, num: int) -> str:
+    """The name of ``f``'s positional parameter ``num`` (``arg{num}`` if unknown)."""
+    import inspect
+
+    try:
+        params = [p.name for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return params[num] if num < len(params) else f"arg{num}"
+
+
+def _seed(name: str, k: int) -> int:
+    # Deterministic by construction: the seed comes from the leaf's name.
+    return (zlib.crc32(name.encode()) + 7919 * k) % (2**31)
+
+
+def collect_grad_errors(grad_fn: Callable, f: Callable, args: Sequence, *,
+                        argnums: int | Sequence[int] = 0, directions: int = 3,
+                        eps: float = 1e-6, atol: float = 1e-8):
+    """Compares ``grad_fn(*args)`` with central differences of ``f`` in float64.
+
+    For each leaf of the differentiated arguments and each of ``directions`` random
+    unit directions ``v`` (seeded by the leaf's path), it compares the directional
+    derivative ``<grad_fn(*args), v>`` with ``(f(x + eps v) - f(x - eps v)) / 2 eps``.
+
+    Args:
+      grad_fn: a function with the signature of ``f`` that returns the gradient with
+        respect to ``args[argnums]`` (a pytree like those arguments).
+      f: a scalar-valued function.
+      args: the point at which to compare (floats are promoted to float64).
+      argnums: which positional arguments are differentiated.
+      directions: random directions per leaf.
+      eps: the finite-difference step (relative to the leaf's scale).
+
+    Returns:
+      ``(gradient, errors)``: the student's gradient at float64 inputs, and
+      ``{leaf: [(numeric, analytic, relative_error), ...]}``, where ``leaf`` is the
+      parameter's name plus the pytree path, e.g. ``params['w']``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> f = lambda x: jnp.sum(jnp.sin(x))
+    >>> _, errs = collect_grad_errors(jax.grad(f), f, (jnp.arange(3.0),))
+    >>> max(e[2] for e in errs["x"]) < 1e-6
+    True
+    """
+    import jax
+    import jax.numpy as jnp
+
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    with jax.enable_x64(True):
+        args64 = list(_to_float64(tuple(args)))
+        grad = grad_fn(*args64)
+        grads = (grad,) if single else tuple(grad)
+        errors: dict[str, list[tuple[float, float, float]]] = {}
+        for pos, num in enumerate(nums):
+            leaves, treedef = jax.tree_util.tree_flatten_with_path(args64[num])
+            g_leaves = treedef.flatten_up_to(grads[pos])
+            for i, ((path, x), g) in enumerate(zip(leaves, g_leaves)):
+                label = _arg_name(f, num) + jax.tree_util.keystr(path)
+                x = jnp.asarray(x)
+                if not jnp.issubdtype(x.dtype, jnp.floating):
+                    continue
+                g = np.asarray(g, dtype=np.float64)
+                scale = float(max(1.0, float(jnp.max(jnp.abs(x))) if x.size else 1.0))
+                h = eps * scale
+                errs = []
+                for k in range(directions):
+                    v = np.random.default_rng(_seed(label, k)).normal(size=x.shape)
+                    v = v / max(np.linalg.norm(v), 1e-12)
+
+                    def shifted(sign, i=i, v=v):
+                        new_leaves = [l for _, l in leaves]
+                        new_leaves[i] = x + sign * h * jnp.asarray(v, x.dtype)
+                        new_args = list(args64)
+                        new_args[num] = jax.tree_util.tree_unflatten(treedef, new_leaves)
+                        return float(f(*new_args))
+
+                    numeric = (shifted(+1) - shifted(-1)) / (2 * h)
+                    analytic = float(np.sum(g * v))
+                    denom = max(abs(numeric), abs(analytic), atol)
+                    errs.append((numeric, analytic, abs(numeric - analytic) / denom))
+                errors[label] = errs
+    return grad, errors
+
+
+def assert_grad_matches_numeric(grad_fn: Callable, f: Callable, args: Sequence, *,
+                                argnums: int | Sequence[int] = 0, rtol: float = 1e-4,
+                                directions: int = 3, name: str | None = None,
+                                section: str | None = None, hint: str | None = None):
+    """Asserts that ``grad_fn`` returns the gradient of ``f``, checked numerically.
+
+    The ladder runs first on the gradient's structure and shape (it must look like
+    the differentiated arguments), then finiteness, then the values against central
+    differences of ``f`` in float64 along ``directions`` random directions per leaf.
+
+    Args:
+      grad_fn: the student's gradient function, same signature as ``f``.
+      f: the trusted scalar function (the reference loss).
+      args: the point at which to check.
+      argnums: the differentiated positional arguments (int or tuple).
+      rtol: the largest relative error allowed between directional derivatives.
+      directions: random directions per leaf.
+      name: how to name the call (default ``grad_fn(arg=..., ...)``).
+      section, hint: as in :func:`autograder.assert_tree_matches`.
+
+    >>> import jax, jax.numpy as jnp
+    >>> def f(w):
+    ...     return jnp.sum(w ** 3)
+    >>> def my_grad(w):
+    ...     return 3 * w ** 2
+    >>> assert_grad_matches_numeric(my_grad, f, (jnp.array([1.0, -2.0]),))
+    >>> assert_grad_matches_numeric(lambda w: 2 * w, f, (jnp.array([1.0, -2.0]),))
+    Traceback (most recent call last):
+    ...
+    autograder._feedback.CheckFailure: <lambda>(w=f32[2]) is not the gradient of f: directional derivatives disagree with finite differences
+      expected: the finite-difference slope of f along random directions
+      got:      w: relative error 1.7 along direction 0: finite differences -6.46925, yours 4.25651
+      likely cause: a wrong derivative rule, a missing term or factor, or a gradient taken with respect to the wrong argument
+      fix: compare with jax.grad of your loss on a tiny input, term by term
+    """
+    __tracebackhide__ = True
+    import jax
+
+    label = name or call_signature(grad_fn, args)
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    wrt = args[nums[0]] if single else tuple(args[n] for n in nums)
+    # Rungs type/shape/finite on the float32 call first: clear messages, no float64 noise.
+    got, captured = call_student(grad_fn, args, name=label, section=section)
+    like = jax.tree.map(lambda x: np.zeros(np.shape(x), np.float32), wrt)
+    assert_tree_matches(got, like, name=label, dtype="kind", section=section,
+                        values=False,
+                        hint=hint or "the gradient must have the structure and shape of "
+                                     "the argument it is taken with respect to")
+    with quiet() as captured64:
+        _, errors = collect_grad_errors(grad_fn, f, args, argnums=argnums,
+                                        directions=directions)
+    bad = []
+    for leaf, errs in errors.items():
+        worst = max(range(len(errs)), key=lambda k: errs[k][2])
+        numeric, analytic, rel = errs[worst]
+        if not rel <= rtol:
+            bad.append(f"{leaf}: relative error {rel:.2g} along direction {worst}: "
+                       f"finite differences {numeric:.6g}, yours {analytic:.6g}")
+    fname = getattr(f, "__name__", "f")
+    if bad:
+        what = (f"{label} is not the gradient of {fname}: directional derivatives "
+                "disagree with finite differences")
+        kwargs = dict(cause=hint or "a wrong derivative rule, a missing term or factor, or a "
+                      "gradient taken with respect to the wrong argument",
+                      fix="compare with jax.grad of your loss on a tiny input, term by term",
+                      section=section)
+        if len(bad) == 1:
+            fail(what, expected=f"the finite-difference slope of {fname} along random "
+                 "directions", got=bad[0], **kwargs)
+        fail(what + f" for {len(bad)} leaves", details=bad, **kwargs)
+    report_captured(captured, label)
+    del captured64
+
+
+def assert_grads_match_numeric(f: Callable, args: Sequence, *,
+                               argnums: int | Sequence[int] = 0, rtol: float = 1e-4,
+                               directions: int = 3, section: str | None = None,
+                               hint: str | None = None):
+    """Asserts that ``jax.grad(f)`` agrees with finite differences of ``f``.
+
+    Use it on a student's *function* (a loss, a custom primitive) whose gradient JAX
+    derives: it catches non-differentiable constructs, NaN gradients and
+    ``stop_gradient`` in the wrong place.
+
+    >>> import jax.numpy as jnp
+    >>> assert_grads_match_numeric(lambda x: jnp.sum(jnp.tanh(x)), (jnp.ones(3),))
+    """
+    __tracebackhide__ = True
+    import jax
+
+    name = f"jax.grad({getattr(f, '__name__', 'f')})"
+    grad_fn = jax.grad(f, argnums=argnums)
+    grad_fn.__name__ = name  # type: ignore[attr-defined]
+    assert_grad_matches_numeric(grad_fn, f, args, argnums=argnums, rtol=rtol,
+                                directions=directions, section=section, hint=hint,
+                                name=f"{name} at {', '.join(describe_value(a) for a in args)}")
