@@ -13,6 +13,8 @@ ASSIGNMENTS := $(sort $(notdir $(wildcard source/[0-9][0-9]_*)))
 WORKERS ?=
 PYTEST_ARGS ?=
 LAB_PORT ?= 8888
+# Extra JupyterLab options, e.g. LAB_ARGS="--no-browser --ip=127.0.0.1"
+LAB_ARGS ?=
 
 .PHONY: help venv lab test release check-release autograde feedback grades demo bench clean
 
@@ -38,11 +40,13 @@ venv: $(STAMP)
 # The student's view: JupyterLab on the released notebooks, with nbgrader's
 # Assignment List and Validate extensions explicitly enabled.
 lab: $(STAMP)
-	jupyter server extension enable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null
-	jupyter server extension enable --sys-prefix nbgrader.server_extensions.validate_assignment >/dev/null
-	jupyter labextension enable --sys-prefix @jupyter/nbgrader:assignment-list >/dev/null
-	jupyter labextension enable --sys-prefix @jupyter/nbgrader:validate-assignment >/dev/null
-	jupyter lab --notebook-dir=. --ServerApp.default_url=/lab/tree/release --port=$(LAB_PORT) $(LAB_ARGS)
+	@jupyter server extension enable --sys-prefix nbgrader.server_extensions.assignment_list >/dev/null 2>&1
+	@jupyter server extension enable --sys-prefix nbgrader.server_extensions.validate_assignment >/dev/null 2>&1
+	@jupyter labextension enable --level=sys_prefix @jupyter/nbgrader:assignment-list >/dev/null 2>&1
+	@jupyter labextension enable --level=sys_prefix @jupyter/nbgrader:validate-assignment >/dev/null 2>&1
+	@echo "nbgrader: Assignment List and Validate enabled; opening release/"
+	jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/release --port=$(LAB_PORT) \
+	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: $(STAMP)
 	python -m pytest $(PYTEST_ARGS)

@@ -27,7 +27,7 @@ c.OverwriteCells.add_missing_cells = True
 # output, so a real failure is never hidden by this.
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = (
-    r"(?m)^(.*\b\w*Warning: |[WI]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] )"
+    r"(?m)^(.*:\d+: \w*Warning: |[WIE]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\] )"
 )
 
 # The stub students see in place of a solution.

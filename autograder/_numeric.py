@@ -21,6 +21,7 @@ _unravel = np.unravel_index
 _issubdtype = np.issubdtype
 
 RUNGS = ("type", "shape", "dtype", "finite", "values")
+STRUCTURE = "(structure)"  # the path reported when the pytree structures differ
 
 _CAUSES = {
     "type": ("your function returned a different kind of object",
@@ -104,7 +105,7 @@ def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 
     """Compares two pytrees leaf by leaf; returns ``[(path, rung, text), ...]``.
 
     An empty list means they match. The structure itself is the first rung: if it
-    differs, a single ``("", "type", ...)`` entry says how.
+    differs, a single ``("(structure)", "type", ...)`` entry says how.
 
     >>> import jax.numpy as jnp
     >>> collect_tree_mismatches({"w": jnp.ones(3)}, {"w": jnp.ones(3)})
@@ -121,7 +122,7 @@ def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 
         g_def = jax.tree.structure(got)
         detail = _structure_difference(got, expected) or f"{g_def} instead of {e_def}"
         del err
-        return [("", "type", f"structure differs: {detail}")]
+        return [(STRUCTURE, "type", f"structure differs: {detail}")]
     out = []
     for (path, e), g in zip(e_leaves, g_leaves):
         res = _leaf_failure(g, e, rtol=rtol, atol=atol, dtype=dtype, values=values)
@@ -189,14 +190,14 @@ def assert_tree_matches(got, expected, *, name: str = "result", rtol: float = 1e
     what = f"{name} has the wrong {rung}" if rung != "values" else f"{name} has wrong values"
     if rung == "finite":
         what = f"{name} contains NaN or inf"
-    if rung == "type" and shown[0][0] == "":
+    if rung == "type" and shown[0][0] == STRUCTURE:
         what = f"{name} has the wrong structure"
     expected_text = {
         "type": describe_value(expected), "shape": _shapes(expected),
         "dtype": _dtypes(expected), "finite": "finite values everywhere",
         "values": "entries within rtol/atol of the reference",
     }[rung]
-    if len(shown) == 1 and shown[0][0] == "":
+    if len(shown) == 1 and shown[0][0] in ("", STRUCTURE):
         fail(what, rung=rung, expected=expected_text, got=shown[0][2], cause=hint or cause,
              fix=fix or default_fix, section=section)
     if len(shown) == 1:

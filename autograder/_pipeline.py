@@ -65,9 +65,18 @@ def preflight(course: Path, assignment: str, student: str) -> str | None:
         if not path.exists():
             return f"{expected.name} is missing from the submission"
         try:
-            nb = nbformat.read(str(path), as_version=4)
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            return f"{expected.name} cannot be read: {err}"
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as err:
+            return (f"{expected.name} is not valid JSON ({err.msg} at line {err.lineno}, "
+                    f"column {err.colno}): a truncated or corrupted upload")
+        try:
+            nb = nbformat.reads(text, as_version=4)
             nbformat.validate(nb)
-        except Exception as err:  # noqa: BLE001 - any parse problem means malformed
+        except Exception as err:  # noqa: BLE001 - any schema problem means malformed
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             return f"{expected.name} is not a valid notebook: {first[:200]}"
     return None

@@ -36,6 +36,22 @@ class EnvironmentReport:
         return "\n".join(self.lines())
 
 
+class _AlreadyPrinted:
+    """Mixin: the object was printed when it was made, so a notebook cell that ends
+    with the call does not show it a second time as the cell's value."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+class SetupReport(_AlreadyPrinted, EnvironmentReport):
+    """The report that :func:`setup` printed."""
+
+
+class RunRecord(_AlreadyPrinted, dict):
+    """The record that :func:`record_run` printed: a plain dict of facts."""
+
+
 def _backends_initialized() -> bool:
     # A private helper, so guard it: if JAX moves it, assume the worst (initialized)
     # only when jax has already been used in this process.
@@ -82,7 +98,7 @@ def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = T
     elif cpu_devices is not None and jax.config.jax_num_cpu_devices not in (-1, cpu_devices):
         print(f"note: JAX was already running with {jax.config.jax_num_cpu_devices} CPU "
               f"devices; restart the kernel to get {cpu_devices}.")
-    report = environment_report()
+    report = SetupReport(**dataclasses.asdict(environment_report()))
     if not quiet:
         print(report)
     return report
@@ -106,7 +122,7 @@ def environment_report() -> EnvironmentReport:
     )
 
 
-def record_run(**facts: Any) -> dict[str, Any]:
+def record_run(**facts: Any) -> RunRecord:
     """Prints and returns a record of a run: the environment plus your own facts.
 
     Record what a reader needs to trust a number: warm-up and steady-state times,
@@ -121,7 +137,7 @@ def record_run(**facts: Any) -> dict[str, Any]:
     (32, 3)
     """
     report = environment_report()
-    record: dict[str, Any] = dataclasses.asdict(report)
+    record = RunRecord(dataclasses.asdict(report))
     record.update(facts)
     width = max([len(k) for k in facts] + [8])
     print("run record")

@@ -22,7 +22,10 @@ VARIANTS = {
     "01_grad_mse_grad": {
         "correct": [
             "def mse_grad(w, x, y):\n    return 2.0 / x.shape[0] * x.T @ (x @ w - y)\n",
-            "def mse_grad(w, x, y):\n    return jax.value_and_grad(mse_loss)(w, x, y)[1]\n",
+            # Honest code that makes JAX warn (float64 is off): the warning costs no points.
+            "def mse_grad(w, x, y):\n"
+            "    w = jnp.asarray(w, dtype=jnp.float64)\n"
+            "    return jax.value_and_grad(mse_loss)(w, x, y)[1]\n",
         ],
         "wrong": [
             ("gradient with respect to x instead of w (wrong argnums)",

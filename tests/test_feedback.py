@@ -1,0 +1,77 @@
+"""The message template, value descriptions, stderr hygiene and nbgrader's IgnorePattern."""
+import re
+import sys
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+
+from autograder import format_failure, quiet
+from autograder._feedback import call_signature, describe_value
+from tests.conftest import REPO
+
+
+def test_template_order():
+    msg = format_failure("f(x) is wrong", expected=1, got=2, cause="c", fix="x", section="1.2")
+    assert msg.splitlines() == ["f(x) is wrong", "  expected: 1", "  got:      2",
+                                "  likely cause: c", "  fix: x", "  reread: section 1.2"]
+
+
+def test_describe_and_signature():
+    assert describe_value(np.zeros((2, 3), np.int32)) == "i32[2,3]"
+    assert describe_value({"w": jnp.ones(2)}) == "{'w': f32[2]}"
+
+    def loss(w, x):
+        return w
+
+    assert call_signature(loss, (jnp.ones(3), jnp.ones((8, 3)))) == "loss(w=f32[3], x=f32[8,3])"
+
+
+def test_quiet_captures_python_warnings_sys_stderr_and_fd2(capfd):
+    import os
+
+    with quiet() as captured:
+        warnings.warn("careful")
+        print("python stderr", file=sys.stderr)
+        os.write(2, b"C++ log line\n")
+    out, err = capfd.readouterr()
+    assert err == "" and out == ""
+    assert captured.summary() == ["UserWarning: careful", "python stderr", "C++ log line"]
+
+
+def _ignore_pattern() -> str:
+    ns = {"get_config": lambda: _Cfg()}
+    exec((REPO / "nbgrader_config.py").read_text(), {**ns, "__file__": str(REPO / "nbgrader_config.py")})
+    return _Cfg.last.IgnorePattern.pattern
+
+
+class _Node(dict):
+    def __getattr__(self, name):
+        return self.setdefault(name, _Node())
+
+    def __setattr__(self, name, value):
+        self[name] = value
+
+
+class _Cfg(_Node):
+    last = None
+
+    def __init__(self):
+        super().__init__()
+        _Cfg.last = self
+
+
+def test_ignore_pattern_drops_warnings_and_absl_logs_only():
+    pattern = _ignore_pattern()
+    assert _Cfg.last.IgnorePattern.enabled is True
+    drops = [
+        "/x/jax/_src/numpy/array.py:12: UserWarning: Explicitly requested dtype float64\n",
+        "<ipython-input-3>:2: DeprecationWarning: jax.tree_map is deprecated\n",
+        "W0000 00:00:1733150000.123456   12345 cpu_client.cc:123] something\n",
+    ]
+    keeps = ["Traceback (most recent call last):\n", "my debug print to stderr\n",
+             "AssertionError: Warning: not a real warning line\n"]
+    for text in drops:
+        assert re.search(pattern, text), text
+    for text in keeps:
+        assert not re.search(pattern, text), text

@@ -1,0 +1,77 @@
+"""The instructor's job end to end (`make demo`), and preflight of broken submissions."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from autograder._course import generate_release, make_scratch_course
+from autograder._pipeline import preflight
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    course = make_scratch_course(tmp_path_factory.mktemp("pre"), ["01_grad"])
+    generate_release(course, "01_grad")
+    return course
+
+
+def _submit(course, student, text):
+    folder = course / "submitted" / student / "01_grad"
+    folder.mkdir(parents=True, exist_ok=True)
+    if text is not None:
+        (folder / "01_grad.ipynb").write_text(text)
+
+
+def test_preflight_accepts_the_release_notebook(released):
+    _submit(released, "ok", (released / "release/01_grad/01_grad.ipynb").read_text())
+    assert preflight(released, "01_grad", "ok") is None
+
+
+def test_preflight_reports_truncated_json(released):
+    text = (released / "release/01_grad/01_grad.ipynb").read_text()
+    _submit(released, "cut", text[: len(text) // 3])
+    why = preflight(released, "01_grad", "cut")
+    assert why.startswith("01_grad.ipynb is not valid JSON (") and "truncated or corrupted" in why
+
+
+def test_preflight_reports_missing_notebook(released):
+    _submit(released, "empty", None)
+    assert preflight(released, "01_grad", "empty") == "01_grad.ipynb is missing from the submission"
+
+
+def test_preflight_reports_schema_errors(released):
+    nb = json.loads((released / "release/01_grad/01_grad.ipynb").read_text())
+    nb["cells"][0]["cell_type"] = "spreadsheet"
+    _submit(released, "schema", json.dumps(nb))
+    assert preflight(released, "01_grad", "schema").startswith("01_grad.ipynb is not a valid notebook")
+
+
+@pytest.mark.notebook
+def test_demo_grades_the_sample_class(tmp_path):
+    """`python -m autograder demo`: full, partial, blank and malformed, nothing silent."""
+    out = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, "-m", "autograder", "demo", "--dir", str(out),
+                           "--assignments", "01_grad"], cwd=REPO, capture_output=True,
+                          text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv"))}
+    max_score = float(rows["ada"]["max_score"])
+    assert float(rows["ada"]["score"]) == max_score and rows["ada"]["status"] == "graded"
+    assert 0 < float(rows["ben"]["score"]) < max_score and rows["ben"]["status"] == "graded"
+    assert float(rows["cyd"]["score"]) == 0 and rows["cyd"]["status"] == "graded"
+    assert rows["dee"]["score"] == "" and rows["dee"]["status"] == "needs_attention"
+    assert rows["dee"]["reason"] == "malformed"
+    # The printed summary names the malformed submission and why.
+    assert "NEEDS ATTENTION dee: malformed" in proc.stdout
+    assert "needs attention: 1" in proc.stdout
+    # Feedback was generated for the graded students.
+    for student in ("ada", "ben", "cyd"):
+        assert (out / "feedback" / student / "01_grad" / "01_grad.html").exists()
+    ledger = json.loads((out / "autograded/.grading/01_grad.json").read_text())
+    assert ledger["dee"]["status"] == "attention" and ledger["ada"]["status"] == "graded"
