@@ -1,0 +1,403 @@
+"""Batching checks: the result matches a Python loop, and no Python loop was used.
+
+A Python loop over a batch unrolls when JAX traces it: the jaxpr holds one copy of
+the per-example body for every example, so its equation count grows with the batch
+size. ``jax.vmap`` traces the body once, whatever the batch size. That is the proof
+used here: trace the student's function at two batch sizes and compare equation
+counts (never timings, which depend on the machine). Values are compared with a
+trusted Python loop over a single-example reference, which may use plain Python
+control flow because it runs on concrete numbers.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from autograder._feedback import CheckFailure, call_signature, format_failure, fail
+from autograder._jaxpr import iter_eqns, trace_jaxpr
+from autograder._numeric import (RUNGS, assert_tree_matches, call_student,
+                                 collect_tree_mismatches)
+from autograder._quiet import report_captured
+
+# What to say when a traced value reaches Python. Checked most specific first:
+# TracerBoolConversionError and TracerIntegerConversionError subclass
+# ConcretizationTypeError.
+_TRACER_ADVICE = (
+    ("TracerBoolConversionError",
+     "a Python `if`, `while`, `and`/`or` or `bool()` on a value computed from a batched "
+     "input: under vmap (and jit) that value is a tracer standing for every example at "
+     "once, so Python cannot pick one branch",
+     "compute both branches and choose per element with jnp.where(condition, a, b) "
+     "(or lax.cond / lax.select)"),
+    ("TracerIntegerConversionError",
+     "a traced value used as a Python int (a list index, range(), a shape)",
+     "index arrays with jnp operations (x[i], jnp.take) and keep sizes static"),
+    ("TracerArrayConversionError",
+     "a NumPy function (np.*) or np.asarray applied to a traced value: NumPy needs "
+     "concrete numbers, which do not exist while JAX traces",
+     "use jax.numpy (jnp.*) inside the function"),
+    ("ConcretizationTypeError",
+     "a traced value converted to a concrete Python number (float(), int(), .item()) "
+     "while JAX traces the function",
+     "stay with jnp operations on arrays; drop the conversion"),
+)
+
+
+# vmap's own errors about in_axes, recognized by their text (unknown text falls back
+# to the generic message, so a reworded error only loses the advice).
+_IN_AXES_ADVICE = (
+    ("vmap got inconsistent sizes",
+     "in_axes maps arguments whose mapped axes differ in size: often an argument that "
+     "every example shares (weights, a table, a hyperparameter) was mapped instead of "
+     "broadcast",
+     "give None in in_axes for every argument, or pytree leaf, that all examples share"),
+    ("vmap was requested to map its argument",
+     "in_axes maps an argument (or pytree leaf) that has no such axis, such as a scalar "
+     "parameter or a Python float: in_axes=0 maps every argument",
+     "use a tuple with one entry per argument, and None for arguments that all examples "
+     "share"),
+)
+
+
+def _tracer_advice(err: BaseException | None) -> tuple[str, str] | None:
+    if err is None:
+        return None
+    names = {cls.__name__ for cls in type(err).__mro__}
+    for name, cause, fix in _TRACER_ADVICE:
+        if name in names:
+            return cause, fix
+    if isinstance(err, ValueError):
+        for text, cause, fix in _IN_AXES_ADVICE:
+            if text in str(err):
+                return cause, fix
+    return None
+
+
+def _call_explained(fn: Callable, args: Sequence, *, label: str, section: str | None,
+                    context: str = ""):
+    """``call_student`` whose tracer errors explain the Python control flow behind them."""
+    __tracebackhide__ = True
+    try:
+        return call_student(fn, args, name=label, section=section)
+    except CheckFailure as failure:
+        err = failure.__cause__
+        advice = _tracer_advice(err)
+        if advice is None:
+            raise
+        cause, fix = advice
+        if isinstance(err, ValueError):
+            context = ""  # an in_axes mistake, not a tracing problem
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckFailure(format_failure(
+            f"{label} raised {type(err).__name__}" + (f": {first}" if first else ""),
+            cause=cause + context, fix=fix, section=section), rung="type") from err
+
+
+_TRACED = (" (the check traces your function, as jit and vmap do, so it must work on "
+           "tracers, not only on concrete arrays)")
+
+
+def _jit_or_same(fn: Callable) -> Callable:
+    import functools
+
+    import jax
+
+    if not callable(fn):
+        return fn  # call_student reports it
+
+    @functools.wraps(fn)
+    def compiled(*args):
+        return jax.jit(fn)(*args)
+
+    return compiled
+
+
+def _per_arg_axes(in_axes: Any, nargs: int) -> tuple:
+    if in_axes is None or isinstance(in_axes, int):
+        return (in_axes,) * nargs
+    if isinstance(in_axes, (tuple, list)):
+        if len(in_axes) != nargs:
+            raise ValueError(f"in_axes has {len(in_axes)} entries for {nargs} arguments")
+        return tuple(in_axes)
+    raise TypeError("in_axes must be an int, None, or a tuple with one entry per argument")
+
+
+def _axis_tree_map(fn: Callable, axes: Any, tree: Any) -> Any:
+    """Applies ``fn(axis, subtree)`` where ``axes`` is a prefix of ``tree`` (as in vmap)."""
+    import jax
+
+    return jax.tree.map(fn, axes, tree, is_leaf=lambda a: a is None)
+
+
+def _take(leaf: Any, index: int, axis: int) -> Any:
+    axis = axis % len(leaf.shape)
+    return leaf[(slice(None),) * axis + (index,)]
+
+
+def collect_loop_outputs(example_fn: Callable, args: Sequence, *, in_axes: Any = 0,
+                         out_axes: Any = 0, jit: bool = False) -> Any:
+    """Runs ``example_fn`` once per example in a Python loop and stacks the results.
+
+    This is what ``jax.vmap(example_fn, in_axes, out_axes)(*args)`` must equal, computed
+    the slow, obvious way on concrete values (so ``example_fn`` may use a Python ``if``).
+
+    Args:
+      example_fn: a function of one example.
+      args: the batched arguments.
+      in_axes: as in ``jax.vmap``: an int or ``None`` for every argument, or a tuple with
+        one entry per argument, each an int, ``None`` (not batched) or a pytree prefix of
+        that argument.
+      out_axes: as in ``jax.vmap``: where the batch axis goes in each output leaf.
+      jit: run each example through ``jax.jit(example_fn)`` (one compilation instead of
+        one per eager operation); falls back to plain calls if ``example_fn`` needs
+        concrete values (a Python ``if``).
+
+    Returns:
+      The stacked outputs, with the structure ``example_fn`` returns.
+
+    >>> import jax.numpy as jnp
+    >>> xs = jnp.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> collect_loop_outputs(lambda w, x: w @ x, (jnp.ones(2), xs), in_axes=(None, 0))
+    Array([ 3.,  7., 11.], dtype=float32)
+    """
+    import jax
+    import jax.numpy as jnp
+
+    args = tuple(args)
+    axes = _per_arg_axes(in_axes, len(args))
+    sizes: set[int] = set()
+
+    def note_size(axis, sub):
+        if axis is not None:
+            for leaf in jax.tree.leaves(sub):
+                sizes.add(int(leaf.shape[axis]))
+        return sub
+
+    _axis_tree_map(note_size, axes, args)
+    if len(sizes) != 1:
+        raise ValueError(f"the mapped axes have sizes {sorted(sizes)}; expected one batch size")
+    (n,) = sizes
+
+    def example(i):
+        def pick(axis, sub):
+            if axis is None:
+                return sub
+            return jax.tree.map(lambda leaf: _take(leaf, i, axis), sub)
+        return _axis_tree_map(pick, axes, args)
+
+    call = jax.jit(example_fn) if jit else example_fn
+    outs = []
+    for i in range(n):
+        try:
+            outs.append(call(*example(i)))
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+            if call is example_fn:
+                raise
+            call = example_fn  # it needs concrete values: run it eagerly
+            outs.append(call(*example(i)))
+
+    def stack(axis, *subs):
+        if axis is None:
+            return subs[0]
+        return jax.tree.map(lambda *leaves: jnp.stack(leaves, axis=axis), *subs)
+
+    return jax.tree.map(stack, out_axes, *outs, is_leaf=lambda a: a is None)
+
+
+def count_jaxpr_eqns(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
+                     section: str | None = None) -> int:
+    """The number of equations in the jaxpr of ``fn(*args)``, nested bodies included.
+
+    >>> import jax, jax.numpy as jnp
+    >>> loop = lambda xs: jnp.stack([jnp.sin(x) for x in xs])
+    >>> count_jaxpr_eqns(loop, (jnp.ones(3),)), count_jaxpr_eqns(loop, (jnp.ones(7),))
+    (5, 9)
+    >>> count_jaxpr_eqns(jax.vmap(jnp.sin), (jnp.ones(3),))
+    1
+    """
+    __tracebackhide__ = True
+    return sum(1 for _ in iter_eqns(trace_jaxpr(fn, args, kwargs, section=section)))
+
+
+def _batch_scans(jaxpr, n: int) -> int:
+    return sum(1 for e in iter_eqns(jaxpr)
+               if e.primitive.name == "scan" and e.params.get("length") == n)
+
+
+def _pick_hint(hint: str | dict | None, got: Any, expected: Any, rtol: float,
+               atol: float) -> str | None:
+    if not isinstance(hint, dict):
+        return hint
+    found = collect_tree_mismatches(got, expected, rtol=rtol, atol=atol)
+    if not found:
+        return None
+    rung = min((m[1] for m in found), key=RUNGS.index)
+    return hint.get(rung)
+
+
+def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequence], *,
+                                example_fn: Callable, in_axes: Any = 0,
+                                out_axes: Any = 0, sizes: Sequence[int] = (3, 7),
+                                rtol: float = 1e-5, atol: float = 1e-6,
+                                allow_scan: bool = False, name: str | None = None,
+                                example_name: str | None = None,
+                                section: str | None = None,
+                                hint: str | dict | None = None,
+                                fix: str | None = None) -> None:
+    """Asserts that ``fn`` batches ``example_fn`` correctly and without a loop.
+
+    The ladder: ``fn(*make_args(sizes[-1]))`` must equal a Python loop of
+    ``example_fn`` over the examples (type, shape, dtype, finite, values); then the
+    structure: ``fn`` is traced at every size in ``sizes``, and if its jaxpr gains at
+    least one equation per extra example, the per-example body was repeated, i.e. a
+    Python loop unrolled. A ``scan`` whose length is the batch size (``lax.map``,
+    ``fori_loop``) is reported too, unless ``allow_scan``.
+
+    Args:
+      fn: the student's batched function.
+      make_args: ``make_args(n)`` returns the argument tuple for a batch of ``n``.
+      example_fn: the trusted function of one example.
+      in_axes, out_axes: how the batch is laid out, as in ``jax.vmap``; used to run the
+        loop reference.
+      sizes: at least two batch sizes, increasing; avoid 1 (it can hide a bug).
+      rtol, atol: value tolerances.
+      allow_scan: accept a ``scan`` over the batch (a sequential ``lax.map``).
+      name: how to name the call (default ``fn(arg=..., ...)``).
+      example_name: how the fix names the function to vmap (default: the name of
+        ``example_fn`` without leading underscores).
+      section: the lesson section to reread.
+      hint: the likely cause of a value-ladder failure; a dict ``{rung: text}``
+        (rungs ``"type"``, ``"shape"``, ``"dtype"``, ``"finite"``, ``"values"``) gives
+        one per rung.
+      fix: the fix for a value-ladder failure.
+
+    >>> import jax, jax.numpy as jnp
+    >>> def norm(x):
+    ...     return jnp.sqrt(jnp.sum(x ** 2))
+    >>> make = lambda n: (jnp.arange(n * 2.0).reshape(n, 2),)
+    >>> assert_batched_without_loop(jax.vmap(norm), make, example_fn=norm)
+    >>> def norms(xs):
+    ...     return jnp.stack([norm(x) for x in xs])
+    >>> assert_batched_without_loop(norms, make, example_fn=norm)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    autograder._feedback.CheckFailure: norms(xs=f32[7,2]) repeats the per-example work once per example
+      expected: the same number of jaxpr equations at every batch size (vmap traces the body once)
+      got:      11 equations at batch 3, 23 at batch 7 (+3 per extra example)
+      likely cause: a Python loop (for, a list comprehension, map) over the batch: JAX traces the body once per example and unrolls it
+      fix: replace the loop with jax.vmap(norm, in_axes=...) so the body is traced once for the whole batch
+    """
+    __tracebackhide__ = True
+    sizes = tuple(sizes)
+    if len(sizes) < 2 or list(sizes) != sorted(set(sizes)):
+        raise ValueError("sizes must hold at least two increasing batch sizes")
+    args = tuple(make_args(sizes[-1]))
+    # The reference runs first, on its own copy of the inputs.
+    expected = collect_loop_outputs(example_fn, args, in_axes=in_axes, out_axes=out_axes,
+                                    jit=True)
+    label = name or call_signature(fn, args)
+    # Run the student's function compiled: one compilation costs far less than the
+    # dozens of eager ones, and the structure rung traces it anyway.
+    jitted = _jit_or_same(fn)
+    got, captured = _call_explained(jitted, args, label=label, section=section,
+                                    context=_TRACED)
+    assert_tree_matches(got, expected, name=label, rtol=rtol, atol=atol, section=section,
+                        hint=_pick_hint(hint, got, expected, rtol, atol), fix=fix)
+
+    counts, scans = [], []
+    for n in sizes:
+        sized = tuple(make_args(n))
+
+        def make(*a):
+            import jax
+            return jax.make_jaxpr(fn)(*a)
+
+        make.__name__ = f"jax.make_jaxpr({getattr(fn, '__name__', 'fn')})"
+        jaxpr, _ = _call_explained(make, sized, label=f"tracing {call_signature(fn, sized)}",
+                                   section=section, context=_TRACED)
+        counts.append(sum(1 for _ in iter_eqns(jaxpr)))
+        scans.append(_batch_scans(jaxpr, n))
+
+    if example_name is None:
+        example_name = getattr(example_fn, "__name__", "").lstrip("_")
+        if not example_name or example_name == "<lambda>":
+            example_name = "the per-example function"
+    extra = sizes[-1] - sizes[0]
+    growth = counts[-1] - counts[0]
+    if growth >= extra:
+        got_text = ", ".join(f"{c} equations at batch {n}" if i == 0 else f"{c} at batch {n}"
+                             for i, (n, c) in enumerate(zip(sizes, counts)))
+        per = growth / extra
+        per_text = f"{per:g}" if per != int(per) else str(int(per))
+        fail(f"{label} repeats the per-example work once per example", rung="structure",
+             expected="the same number of jaxpr equations at every batch size "
+                      "(vmap traces the body once)",
+             got=f"{got_text} (+{per_text} per extra example)",
+             cause="a Python loop (for, a list comprehension, map) over the batch: JAX "
+                   "traces the body once per example and unrolls it",
+             fix=f"replace the loop with jax.vmap({example_name}, in_axes=...) so the "
+                 "body is traced once for the whole batch",
+             section=section)
+    if not allow_scan and all(scans):
+        fail(f"{label} runs the examples one at a time in a `scan`", rung="structure",
+             expected="one batched computation for all examples",
+             got=f"a `scan` whose length is the batch size ({sizes[-1]} at batch "
+                 f"{sizes[-1]})",
+             cause="lax.map, lax.scan or fori_loop over the batch: correct values, but a "
+                   "sequential loop, one example per step",
+             fix=f"use jax.vmap({example_name}, in_axes=...), which runs every example in "
+                 "one batched operation",
+             section=section)
+    report_captured(captured, label)
+
+
+def assert_vmap_matches_loop(example_fn: Callable, args: Sequence, *, reference: Callable,
+                             in_axes: Any = 0, out_axes: Any = 0, rtol: float = 1e-5,
+                             atol: float = 1e-6, section: str | None = None,
+                             hint: str | dict | None = None,
+                             fix: str | None = None) -> None:
+    """Asserts that ``jax.vmap(example_fn)`` works and equals a loop of ``reference``.
+
+    Use it on a student's *single-example* function that must survive ``vmap``. A
+    Python ``if`` on a batched value raises ``TracerBoolConversionError`` under vmap;
+    the message then explains why and points to ``jnp.where``. The reference runs on
+    concrete values, one example at a time, so it may use a plain Python ``if``.
+
+    Args:
+      example_fn: the student's function of one example.
+      args: the batched arguments.
+      reference: the trusted function of one example.
+      in_axes, out_axes: passed to ``jax.vmap`` and to the loop reference.
+      rtol, atol, section, hint, fix: as in :func:`assert_batched_without_loop`.
+
+    >>> import jax.numpy as jnp
+    >>> def relu_if(x):
+    ...     return x if x > 0 else 0.0 * x
+    >>> def relu(x):
+    ...     return jnp.where(x > 0, x, 0.0)
+    >>> assert_vmap_matches_loop(relu, (jnp.array([-1.0, 2.0]),), reference=relu_if)
+    >>> assert_vmap_matches_loop(relu_if, (jnp.array([-1.0, 2.0]),), reference=relu_if)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    autograder._feedback.CheckFailure: jax.vmap(relu_if, in_axes=0)(x=f32[2]) raised TracerBoolConversionError: ...
+      likely cause: a Python `if`, `while`, `and`/`or` or `bool()` on a value computed from a batched input: ...
+      fix: compute both branches and choose per element with jnp.where(condition, a, b) (or lax.cond / lax.select)
+    """
+    __tracebackhide__ = True
+    import jax
+
+    args = tuple(args)
+    expected = collect_loop_outputs(reference, args, in_axes=in_axes, out_axes=out_axes)
+    fname = getattr(example_fn, "__name__", "fn")
+    axes_text = f"in_axes={in_axes!r}" + (f", out_axes={out_axes!r}" if out_axes != 0 else "")
+    try:
+        batched = jax.vmap(example_fn, in_axes=in_axes, out_axes=out_axes)
+    except Exception:  # noqa: BLE001 - e.g. a non-callable: call_student explains
+        batched = example_fn
+    params = call_signature(example_fn, args)
+    label = f"jax.vmap({fname}, {axes_text}){params[len(fname):]}"
+    got, captured = _call_explained(batched, args, label=label, section=section)
+    assert_tree_matches(got, expected, name=label, rtol=rtol, atol=atol, section=section,
+                        hint=_pick_hint(hint, got, expected, rtol, atol), fix=fix)
+    report_captured(captured, label)
