@@ -15,6 +15,10 @@ PYTEST_ARGS ?=
 LAB_PORT ?= 8888
 # Extra JupyterLab options, e.g. LAB_ARGS="--no-browser --ip=127.0.0.1"
 LAB_ARGS ?=
+# The folder JupyterLab serves and the one it opens in. A student on a course server
+# serves their home, where the Assignment List fetches to: make lab LAB_DIR=$HOME LAB_OPEN=
+LAB_DIR ?= .
+LAB_OPEN ?= release
 
 .PHONY: help venv lab test release check-release autograde feedback grades demo bench clean
 
@@ -44,8 +48,8 @@ lab: $(STAMP)
 	@jupyter server extension enable --sys-prefix nbgrader.server_extensions.validate_assignment >/dev/null 2>&1
 	@jupyter labextension enable --level=sys_prefix @jupyter/nbgrader:assignment-list >/dev/null 2>&1
 	@jupyter labextension enable --level=sys_prefix @jupyter/nbgrader:validate-assignment >/dev/null 2>&1
-	@echo "nbgrader: Assignment List and Validate enabled; opening release/"
-	jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/release --port=$(LAB_PORT) \
+	@echo "nbgrader: Assignment List and Validate enabled; opening $(LAB_DIR)/$(LAB_OPEN)"
+	jupyter lab --notebook-dir=$(LAB_DIR) --LabApp.default_url=/lab/tree/$(LAB_OPEN) --port=$(LAB_PORT) \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: $(STAMP)
@@ -78,7 +82,7 @@ demo: $(STAMP)
 	python -m autograder demo --dir demo
 
 bench: $(STAMP)
-	python -m autograder.bench
+	python -m autograder bench
 
 clean:
 	rm -rf submitted autograded feedback gradebook.db grades.csv demo artifacts .pytest_cache

@@ -30,6 +30,14 @@ c.IgnorePattern.pattern = (
     r"(?m)^(.*:\d+: \w*Warning: |[WIE]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\] )"
 )
 
+# Feedback shows each test's message, never hidden test code (the hidden region,
+# nor the traceback lines around a failing hidden check).
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "autograder._nbgrader_plugins.HideHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+
 # The stub students see in place of a solution.
 c.ClearSolutions.code_stub = {
     "python": "# YOUR CODE HERE\nraise NotImplementedError()",

@@ -5,6 +5,7 @@
   export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
   submission A --student S   build a submission from the release notebook
   demo [--dir demo]          the instructor's whole job on a sample class
+  bench [A...]               student run time of every module (make bench)
 """
 from __future__ import annotations
 
@@ -61,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--assignments", nargs="*", default=None)
         args = parser.parse_args(rest)
         return run_demo(args.dir, args.assignments or _assignments(root))
+    if command == "bench":
+        from autograder._bench import main as bench_main
+
+        parser.add_argument("assignments", nargs="*")
+        args = parser.parse_args(rest)
+        return bench_main(args.assignments or _assignments(root))
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2
 

@@ -41,6 +41,20 @@ def _arg_name(f: Callable, num: int) -> str:
     return params[num] if num < len(params) else f"arg{num}"
 
 
+def _compiled_or_eager(f: Callable, args: Sequence) -> Callable:
+    """``jax.jit(f)`` when f traces (one compile instead of many eager dispatches for
+    the 2 x directions x leaves evaluations), else f itself (Python control flow on
+    values is legal in a function that is only differentiated)."""
+    import jax
+
+    jitted = jax.jit(f)
+    try:
+        jitted(*args)
+    except Exception:  # noqa: BLE001 - not traceable: evaluate eagerly
+        return f
+    return jitted
+
+
 def _seed(name: str, k: int) -> int:
     # Deterministic by construction: the seed comes from the leaf's name.
     return (zlib.crc32(name.encode()) + 7919 * k) % (2**31)
@@ -83,6 +97,7 @@ def collect_grad_errors(grad_fn: Callable, f: Callable, args: Sequence, *,
     with jax.enable_x64(True):
         args64 = list(_to_float64(tuple(args)))
         grad = grad_fn(*args64)
+        f = _compiled_or_eager(f, args64)
         grads = (grad,) if single else tuple(grad)
         errors: dict[str, list[tuple[float, float, float]]] = {}
         for pos, num in enumerate(nums):

@@ -70,8 +70,11 @@ def test_demo_grades_the_sample_class(tmp_path):
     # The printed summary names the malformed submission and why.
     assert "NEEDS ATTENTION dee: malformed" in proc.stdout
     assert "needs attention: 1" in proc.stdout
-    # Feedback was generated for the graded students.
+    # Feedback was generated for the graded students: it teaches, and hides hidden tests.
     for student in ("ada", "ben", "cyd"):
         assert (out / "feedback" / student / "01_grad" / "01_grad.html").exists()
+    page = (out / "feedback" / "cyd" / "01_grad" / "01_grad.html").read_text()
+    assert "newton_step is not implemented yet" in page
+    assert "HIDDEN TESTS" not in page and "_rosen" not in page
     ledger = json.loads((out / "autograded/.grading/01_grad.json").read_text())
     assert ledger["dee"]["status"] == "attention" and ledger["ada"]["status"] == "graded"
