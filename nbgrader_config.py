@@ -18,6 +18,20 @@ c.CourseDirectory.ignore = [
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
 
+# Test cells are all-or-nothing: a value a test cell displays (a check may return
+# the student's own float) is never read as partial credit. This is nbgrader's
+# default autograde list with NoDisplayCredit inserted before SaveAutoGrades.
+c.Autograde.autograde_preprocessors = [
+    "nbgrader.preprocessors.Execute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "autograder._nbgrader_plugins.NoDisplayCredit",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # Put back graded cells a student deleted, instead of failing the notebook.
 c.OverwriteCells.add_missing_cells = True
 

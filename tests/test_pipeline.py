@@ -78,3 +78,37 @@ def test_demo_grades_the_sample_class(tmp_path):
     assert "HIDDEN TESTS" not in page and "_rosen" not in page
     ledger = json.loads((out / "autograded/.grading/01_grad.json").read_text())
     assert ledger["dee"]["status"] == "attention" and ledger["ada"]["status"] == "graded"
+
+
+@pytest.mark.notebook
+def test_displayed_number_is_not_partial_credit(tmp_path):
+    """A passing test cell whose last value is a float scores full marks, not that float."""
+    import shutil
+
+    from autograder._course import run_nbgrader
+    from autograder._submission import build_submission, read_notebook, write_notebook
+
+    course = tmp_path / "course"
+    (course / "source" / "tiny").mkdir(parents=True)
+    shutil.copy(REPO / "nbgrader_config.py", course)
+    nb = nbformat.v4.new_notebook()
+    meta = {"schema_version": 3, "task": False}
+    sol = nbformat.v4.new_code_cell("def loss():\n    ### BEGIN SOLUTION\n    return 0.25\n    ### END SOLUTION")
+    sol.metadata["nbgrader"] = {**meta, "grade": False, "grade_id": "tiny_loss", "locked": False,
+                                "solution": True}
+    test = nbformat.v4.new_code_cell("from autograder import assert_matches_reference\n"
+                                     "assert_matches_reference(loss, lambda: 0.25)")
+    test.metadata["nbgrader"] = {**meta, "grade": True, "grade_id": "test_tiny_loss",
+                                 "locked": True, "points": 2, "solution": False}
+    nb.cells = [sol, test]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, course / "source" / "tiny" / "tiny.ipynb")
+    generate_release(course, "tiny")
+    sub = build_submission(read_notebook(course / "release/tiny/tiny.ipynb"),
+                           source_nb=read_notebook(course / "source/tiny/tiny.ipynb"))
+    write_notebook(sub, course / "submitted/s1/tiny/tiny.ipynb")
+    run_nbgrader(["autograde", "tiny"], cwd=course)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_grade("test_tiny_loss", "tiny", "tiny", "s1").score == 2.0

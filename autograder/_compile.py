@@ -1,0 +1,401 @@
+"""Counting compilations, and saying why a function compiled again.
+
+JAX reports every trace and every XLA compilation through the public
+``jax.monitoring`` listeners (events ``/jax/core/compile/jaxpr_trace_duration`` and
+``/jax/core/compile/backend_compile_duration``, each with the function's name).
+:func:`collect_compilations` listens for them; :func:`assert_compiles_at_most` calls a
+function on a list of inputs and, when it compiled too often, compares the inputs of
+the calls that compiled with those before them: a new shape, dtype or weak type, a new
+static value, or nothing at all (then the function object itself was new).
+
+Eager operations compile too (``jnp.ones(3)`` compiles a small ``broadcast`` once
+per shape), so create inputs before counting.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from typing import Any, Callable, Iterator, Sequence
+
+from autograder._feedback import call_signature, describe_value, fail, short_dtype
+from autograder._numeric import call_student
+from autograder._quiet import report_captured
+
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+@dataclasses.dataclass
+class Compilations:
+    """What :func:`collect_compilations` saw: XLA compilations and traces.
+
+    Attributes:
+      names: the name of each compiled computation, in order (``"step"`` for
+        ``jax.jit(step)``; eager operations show as their primitive, e.g. ``"sin"``).
+      traces: the name of each function traced to a jaxpr, in order.
+    """
+
+    names: list[str] = dataclasses.field(default_factory=list)
+    traces: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        """The number of XLA compilations."""
+        return len(self.names)
+
+    @property
+    def trace_count(self) -> int:
+        """The number of traces (Python runs of a jitted function's body)."""
+        return len(self.traces)
+
+
+def _strip_jit(name: str) -> str:
+    # "jit(step)" -> "step"; other wrappers (pmap(...)) are kept as they are.
+    while name.startswith("jit(") and name.endswith(")"):
+        name = name[4:-1]
+    return name
+
+
+@contextlib.contextmanager
+def collect_compilations() -> Iterator[Compilations]:
+    """Counts the XLA compilations (and traces) that happen inside the block.
+
+    Yields:
+      A :class:`Compilations` record, filled while the block runs: ``.count`` and
+      ``.names`` for compilations, ``.trace_count`` and ``.traces`` for traces.
+
+    >>> import jax, jax.numpy as jnp
+    >>> x, y = jnp.ones(3), jnp.ones(4)       # create inputs first: eager ops compile
+    >>> def double(v):
+    ...     return v * 2
+    >>> f = jax.jit(double)
+    >>> with collect_compilations() as seen:
+    ...     _ = f(x); _ = f(x); _ = f(y)
+    >>> seen.count, seen.names
+    (2, ['double', 'double'])
+    """
+    import jax.monitoring as monitoring
+
+    record = Compilations()
+
+    def listener(event: str, duration: float, **kwargs: Any) -> None:
+        del duration
+        name = _strip_jit(str(kwargs.get("fun_name", "?")))
+        if event == COMPILE_EVENT:
+            record.names.append(name)
+        elif event == TRACE_EVENT:
+            record.traces.append(name)
+
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield record
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+
+
+# --- describing the inputs of a call -------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Leaf:
+    kind: str          # "array", "python" (bool/int/float/complex) or "object"
+    shape: tuple = ()
+    dtype: str = ""
+    weak: bool = False
+    value: Any = None  # python scalars: the value; objects: (type name, id, repr)
+    sharding: Any = None
+
+
+def _describe_leaf(x: Any) -> _Leaf:
+    import numpy as np
+
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+        import jax
+
+        # A Python scalar traces as a weakly typed scalar of JAX's default dtype.
+        return _Leaf("python", (), str(jax.dtypes.result_type(x)), True, x)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        weak = bool(getattr(x, "weak_type", False))
+        sharding = getattr(x, "sharding", None) if hasattr(x, "addressable_shards") else None
+        return _Leaf("array", tuple(x.shape), str(x.dtype), weak, None, sharding)
+    text = repr(x)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return _Leaf("object", value=(type(x).__name__, id(x), text, _safe_hash(x)))
+
+
+def _safe_hash(x: Any):
+    try:
+        return hash(x)
+    except TypeError:
+        return None
+
+
+def _split_call(call: Any) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` from a call spec: an argument tuple or an (args, kwargs) pair."""
+    if (isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], (tuple, list))
+            and isinstance(call[1], dict)):
+        return tuple(call[0]), dict(call[1])
+    if isinstance(call, (tuple, list)):
+        return tuple(call), {}
+    return (call,), {}
+
+
+def _param_names(fn: Callable) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _call_inputs(fn: Callable, args: tuple, kwargs: dict):
+    """``(treedef, {label: _Leaf})`` for one call's inputs."""
+    import jax
+
+    names = _param_names(fn)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    described = {}
+    for path, leaf in leaves:
+        first, rest = path[0].idx, path[1:]
+        if first == 0:
+            i = rest[0].idx
+            label = names[i] if i < len(names) else f"arg{i}"
+            label += jax.tree_util.keystr(tuple(rest[1:]))
+        else:
+            label = str(rest[0].key) + jax.tree_util.keystr(tuple(rest[1:]))
+        described[label] = _describe_leaf(leaf)
+    return treedef, described
+
+
+def _sharding_differs(a, b) -> bool:
+    if a is None or b is None:
+        return False
+    try:
+        return not a.is_equivalent_to(b, 1)
+    except Exception:  # noqa: BLE001 - shardings of different kinds or ranks
+        return a != b
+
+
+def _leaf_differences(label: str, a: _Leaf, b: _Leaf) -> list[tuple[str, str]]:
+    """``[(kind, text), ...]``: how input ``label`` changed from ``a`` to ``b``."""
+    if a.kind == "object" or b.kind == "object":
+        if a.kind != b.kind or a.value[0] != b.value[0]:
+            before = a.value[0] if a.kind == "object" else _dtype_text(a)
+            after = b.value[0] if b.kind == "object" else _dtype_text(b)
+            return [("type", f"`{label}`: {before} -> {after}")]
+        if a.value[1] == b.value[1]:
+            return []
+        same = a.value[3] is not None and a.value[3] == b.value[3]
+        kind = "fresh object" if same else "static value"
+        return [(kind, f"`{label}`: a different {a.value[0]} object ({a.value[2]} -> "
+                       f"{b.value[2]})")]
+    out = []
+    if a.shape != b.shape:
+        out.append(("shape", f"`{label}`: shape {a.shape} -> {b.shape}"))
+    if a.dtype != b.dtype:
+        out.append(("dtype", f"`{label}`: dtype {_dtype_text(a)} -> {_dtype_text(b)}"))
+    elif a.kind != b.kind or a.weak != b.weak:
+        out.append(("weak type", f"`{label}`: {_dtype_text(a)} -> {_dtype_text(b)} (a "
+                                 "Python scalar is weakly typed, an array is not)"))
+    elif a.kind == "python" and a.value != b.value:
+        out.append(("static value", f"`{label}`: value {a.value!r} -> {b.value!r}"))
+    if not out and _sharding_differs(a.sharding, b.sharding):
+        out.append(("sharding", f"`{label}`: sharding {a.sharding} -> {b.sharding}"))
+    return out
+
+
+def _dtype_text(leaf: _Leaf) -> str:
+    if leaf.kind == "python":
+        return f"Python {type(leaf.value).__name__} {leaf.value!r} (weakly typed {leaf.dtype})"
+    shape = ",".join(str(s) for s in leaf.shape)
+    return f"{short_dtype(leaf.dtype)}[{shape}]" + (" (weakly typed)" if leaf.weak else "")
+
+
+def _differences(a, b) -> list[tuple[str, str]]:
+    (tree_a, leaves_a), (tree_b, leaves_b) = a, b
+    if tree_a != tree_b:
+        return [("structure", f"the inputs' pytree structure: {tree_a} -> {tree_b}")]
+    out = []
+    for label, leaf in leaves_a.items():
+        out.extend(_leaf_differences(label, leaf, leaves_b[label]))
+    return out
+
+
+_CAUSE = {
+    "shape": "every new input shape is a new program: jit compiles once per shape",
+    "dtype": "every new dtype is a new program: jit compiles once per dtype",
+    "weak type": "a Python scalar and a jnp array of the same dtype trace differently "
+                 "(weak typing), so each compiles once",
+    "static value": "a static argument (static_argnums / static_argnames) is part of "
+                    "the cache key: every new value compiles again",
+    "fresh object": "a static argument is cached by hash and equality: a new object that "
+                    "hashes by identity (a lambda, an array-holding object) misses the cache",
+    "type": "a different kind of input is a different program",
+    "structure": "a different pytree structure (another dict key, a tuple instead of a "
+                 "list) is a different program",
+    "sharding": "a different input sharding is a different program",
+    "several programs": "the function runs more than one compiled program per call: "
+                        "each jnp operation outside jit is compiled on its own (once per "
+                        "shape and per value of any Python number it uses), or several "
+                        "pieces are jitted separately",
+    "fresh function": "nothing about the inputs changed, so the function being compiled "
+                      "was a new object each time: `jax.jit(lambda ...)`, `jax.jit(f)` "
+                      "of a function defined inside the call, or a `functools.partial` "
+                      "made per call, misses JAX's cache, which is keyed on the function",
+}
+
+_FIX = {
+    "shape": "pad or bucket inputs to a few fixed shapes, or accept one compile per shape",
+    "dtype": "cast inputs to one dtype before calling",
+    "weak type": "pass arrays (jnp.asarray(x, jnp.float32)) rather than Python scalars, "
+                 "or accept one extra compile",
+    "static value": "make the argument a traced array instead of static, if the program "
+                    "does not need its value at trace time",
+    "fresh object": "pass a hashable value (an int, a string, a tuple), not a new object",
+    "type": "call it with the same kinds of inputs every time",
+    "structure": "keep the same pytree structure across calls",
+    "sharding": "place inputs with the same sharding every call",
+    "several programs": "jit the whole function once (decorate it with @jax.jit), so that "
+                        "one call runs one program",
+    "fresh function": "create the jitted function once, outside the loop or function "
+                      "(at module level, or with @jax.jit on the def), and call it",
+}
+
+
+def assert_compiles_at_most(fn: Callable, calls: Sequence, max_compilations: int, *,
+                            section: str | None = None, hint: str | None = None,
+                            fix: str | None = None, name: str | None = None) -> Compilations:
+    """Calls ``fn`` on each input in ``calls`` and asserts it compiled at most N times.
+
+    When it compiled more often, the message names, for each call that compiled after
+    the first, what changed since the earlier calls: a shape, a dtype, a weak type
+    (Python scalar against array), a static value, the pytree structure, or nothing
+    about the inputs (then the function object itself was new: ``jax.jit`` of a
+    lambda or of a function defined inside the call).
+
+    Args:
+      fn: the function to call (usually the student's jitted function, or a function
+        that calls one).
+      calls: a list of inputs, one per call: an argument tuple ``(x, y)``, or an
+        ``(args, kwargs)`` pair ``((x,), {"n": 3})``. Create the arrays before: eager
+        operations compile too.
+      max_compilations: the most XLA compilations allowed over all the calls.
+      section, hint, fix: the section to reread; a likely cause and a fix that replace
+        the ones derived from what changed.
+      name: how the message names ``fn`` (default: its ``__name__``).
+
+    Returns:
+      The :class:`Compilations` record of all the calls.
+
+    >>> import jax, jax.numpy as jnp
+    >>> x = jnp.ones(3)
+    >>> def scale(v):
+    ...     return 2 * v
+    >>> step = jax.jit(scale)
+    >>> _ = assert_compiles_at_most(step, [(x,), (x,), (x,)], 1)
+    >>> def fresh(v):
+    ...     return jax.jit(lambda u: 2 * u)(v)
+    >>> assert_compiles_at_most(fresh, [(x,), (x,), (x,)], 1)
+    Traceback (most recent call last):
+    ...
+    autograder._feedback.CheckFailure: fresh compiled 3 times over 3 calls
+      expected: at most 1 compilation
+      got:      3 compilations: call 1: <lambda>; call 2: <lambda>; call 3: <lambda>
+      call 2: same input shapes, dtypes and static values as call 1, yet it compiled again
+      call 3: same input shapes, dtypes and static values as call 1, yet it compiled again
+      likely cause: nothing about the inputs changed, so the function being compiled was a new object each time: `jax.jit(lambda ...)`, `jax.jit(f)` of a function defined inside the call, or a `functools.partial` made per call, misses JAX's cache, which is keyed on the function
+      fix: create the jitted function once, outside the loop or function (at module level, or with @jax.jit on the def), and call it
+    """
+    __tracebackhide__ = True
+    import jax
+
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    specs = [_split_call(c) for c in calls]
+    inputs, per_call = [], []
+    total = Compilations()
+    for i, (args, kwargs) in enumerate(specs):
+        inputs.append(_call_inputs(fn, args, kwargs))
+        with collect_compilations() as seen:
+            out, captured = call_student(
+                fn, args, kwargs, section=section,
+                name=f"{label} (call {i + 1}: {call_signature(fn, args, kwargs)})")
+            with contextlib.suppress(Exception):
+                jax.block_until_ready(out)
+        report_captured(captured, label)
+        per_call.append(seen)
+        total.names.extend(seen.names)
+        total.traces.extend(seen.traces)
+    if total.count <= max_compilations:
+        return total
+
+    compiled = [i for i, seen in enumerate(per_call) if seen.count]
+    got = "; ".join(f"call {i + 1}: {', '.join(per_call[i].names)}" for i in compiled)
+    details, kinds = [], []
+    # Several programs in one call: eager operations (each jnp call outside jit is its
+    # own small program) or several separately jitted pieces.
+    several = [i for i in compiled if per_call[i].count > 1]
+    if several:
+        kinds.append("several programs")
+        i = several[0]
+        details.append(f"call {i + 1} alone compiled {per_call[i].count} programs "
+                       f"({', '.join(dict.fromkeys(per_call[i].names))})")
+    for i in compiled:
+        if i == 0:
+            continue
+        diffs_by_call = [(j, _differences(inputs[j], inputs[i])) for j in range(i)]
+        same = [j for j, d in diffs_by_call if not d]
+        if same:
+            kinds.append("fresh function")
+            details.append(f"call {i + 1}: same input shapes, dtypes and static values as "
+                           f"call {same[0] + 1}, yet it compiled again")
+            continue
+        j, diffs = min(diffs_by_call, key=lambda jd: (len(jd[1]), jd[0]))
+        if not several:  # eager programs compile per new value too: no static-value story
+            kinds.extend(k for k, _ in diffs)
+        details.append(f"call {i + 1} differs from call {j + 1} in "
+                       + "; ".join(text for _, text in diffs))
+    # Every distinct reason, in order of appearance: each has its own cause and fix.
+    reasons = list(dict.fromkeys(kinds))
+    cause = hint or "; and ".join(_CAUSE[k] for k in reasons if k in _CAUSE) or (
+        "each compilation is a separate XLA program")
+    default_fix = "; and ".join(_FIX[k] for k in reasons if k in _FIX) or (
+        "wrap the whole computation in one jax.jit, created once, and reuse it")
+    fail(f"{label} compiled {total.count} times over {len(specs)} calls", rung="structure",
+         expected=f"at most {max_compilations} compilation{'s' if max_compilations != 1 else ''}",
+         got=f"{total.count} compilations: {got}", details=details, cause=cause,
+         fix=fix or default_fix,
+         section=section)
+
+
+def assert_jitted(fn: Any, *, name: str | None = None, section: str | None = None,
+                  hint: str | None = None, fix: str | None = None) -> None:
+    """Asserts that ``fn`` is a function made by ``jax.jit`` (it has ``.lower``, ``.trace``).
+
+    A plain Python function that calls jitted pieces, or runs ``jnp`` operations
+    eagerly, gives the same values but is dispatched op by op.
+
+    >>> import jax
+    >>> def double(x):
+    ...     return 2 * x
+    >>> assert_jitted(jax.jit(double))
+    >>> assert_jitted(double)
+    Traceback (most recent call last):
+    ...
+    autograder._feedback.CheckFailure: double is not a jitted function
+      expected: a function made by jax.jit (it has .lower and .trace)
+      got:      a plain function
+      likely cause: the def is not decorated with jax.jit (or jax.jit is applied inside the function, on every call)
+      fix: decorate the def with @jax.jit, or @functools.partial(jax.jit, static_argnames=...) when it has static arguments
+    """
+    __tracebackhide__ = True
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    if callable(fn) and hasattr(fn, "lower") and hasattr(fn, "trace"):
+        return
+    fail(f"{label} is not a jitted function", rung="type",
+         expected="a function made by jax.jit (it has .lower and .trace)",
+         got=f"a plain {type(fn).__name__}" if callable(fn) else describe_value(fn),
+         cause=hint or "the def is not decorated with jax.jit (or jax.jit is applied inside "
+                       "the function, on every call)",
+         fix=fix or "decorate the def with @jax.jit, or @functools.partial(jax.jit, "
+                    "static_argnames=...) when it has static arguments",
+         section=section)

@@ -1,0 +1,275 @@
+"""Alternative correct answers and realistic wrong answers for 03_jit, keyed by grade_id.
+
+Each code string replaces the whole solution cell. Wrong answers come with the
+reason they are wrong; each must cost exactly its own exercise.
+"""
+
+VARIANTS = {
+    "03_jit_primitive_counts": {
+        "correct": [
+            # The staged API, a Counter, and duck typing on `.eqns`.
+            "import collections\n"
+            "def primitive_counts(f, *args):\n"
+            "    counts = collections.Counter()\n"
+            "    def walk(jaxpr):\n"
+            "        for eqn in jaxpr.eqns:\n"
+            "            counts[eqn.primitive.name] += 1\n"
+            "            for p in eqn.params.values():\n"
+            "                for item in (p if isinstance(p, (tuple, list)) else [p]):\n"
+            "                    if hasattr(item, 'eqns'):\n"
+            "                        walk(getattr(item, 'jaxpr', item))\n"
+            "    walk(jax.jit(f).trace(*args).jaxpr)\n"
+            "    return counts\n",
+            # An explicit stack instead of recursion.
+            "import jax.extend.core as jex\n"
+            "def primitive_counts(f, *args):\n"
+            "    counts = {}\n"
+            "    stack = [jax.make_jaxpr(f)(*args)]\n"
+            "    while stack:\n"
+            "        jaxpr = stack.pop()\n"
+            "        for eqn in jaxpr.eqns:\n"
+            "            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1\n"
+            "            for p in eqn.params.values():\n"
+            "                items = list(p) if isinstance(p, (tuple, list)) else [p]\n"
+            "                stack.extend(i for i in items if isinstance(i, jex.Jaxpr))\n"
+            "    return counts\n",
+        ],
+        "wrong": [
+            ("counts the top level only: a nested jit's body is never visited",
+             "def primitive_counts(f, *args):\n"
+             "    counts = {}\n"
+             "    for eqn in jax.make_jaxpr(f)(*args).jaxpr.eqns:\n"
+             "        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1\n"
+             "    return counts\n"),
+            ("walks only params['jaxpr']: misses cond branches and custom_jvp bodies",
+             "def primitive_counts(f, *args):\n"
+             "    counts = {}\n"
+             "    def walk(jaxpr):\n"
+             "        for eqn in jaxpr.eqns:\n"
+             "            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1\n"
+             "            if 'jaxpr' in eqn.params:\n"
+             "                inner = eqn.params['jaxpr']\n"
+             "                walk(getattr(inner, 'jaxpr', inner))\n"
+             "    walk(jax.make_jaxpr(f)(*args).jaxpr)\n"
+             "    return counts\n"),
+        ],
+    },
+    "03_jit_poly_features": {
+        "correct": [
+            "@functools.partial(jax.jit, static_argnums=1)\n"
+            "def poly_features(x, degree):\n"
+            "    return x[:, None] ** jnp.arange(degree + 1)\n",
+            "def poly_features(x, degree):\n"
+            "    return jnp.vander(x, degree + 1, increasing=True)\n"
+            "poly_features = jax.jit(poly_features, static_argnames=('degree',))\n",
+        ],
+        "wrong": [
+            ("degree is not static: range(degree + 1) fails on a tracer",
+             "@jax.jit\n"
+             "def poly_features(x, degree):\n"
+             "    return jnp.stack([x ** k for k in range(degree + 1)], axis=1)\n"),
+            ("not jitted: right values, but run op by op",
+             "def poly_features(x, degree):\n"
+             "    return jnp.stack([x ** k for k in range(degree + 1)], axis=1)\n"),
+        ],
+    },
+    "03_jit_ema_update": {
+        "correct": [
+            "def ema_update(state, x, decay):\n"
+            "    mean = state['mean'] + (1 - decay) * (x - state['mean'])\n"
+            "    return {'mean': mean, 'count': jnp.add(state['count'], 1)}\n"
+            "ema_update = jax.jit(ema_update)\n",
+            "@jax.jit\n"
+            "def ema_update(state, x, decay):\n"
+            "    decay = jnp.asarray(decay, state['mean'].dtype)\n"
+            "    return dict(state, mean=decay * state['mean'] + (1 - decay) * x,\n"
+            "                count=state['count'] + jnp.ones((), state['count'].dtype))\n",
+        ],
+        "wrong": [
+            ("counts calls with a Python global: the increment runs only while tracing",
+             "_calls = 0\n"
+             "@jax.jit\n"
+             "def ema_update(state, x, decay):\n"
+             "    global _calls\n"
+             "    _calls += 1\n"
+             "    return {'mean': decay * state['mean'] + (1 - decay) * x,\n"
+             "            'count': jnp.int32(_calls)}\n"),
+            ("decay marked static: every new decay value compiles again",
+             "@functools.partial(jax.jit, static_argnames='decay')\n"
+             "def ema_update(state, x, decay):\n"
+             "    return {'mean': decay * state['mean'] + (1 - decay) * x,\n"
+             "            'count': state['count'] + 1}\n"),
+        ],
+    },
+    "03_jit_benchmark": {
+        "correct": [
+            # Mean over a loop blocked once at the end: queued calls still all finish.
+            "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+            "    jax.block_until_ready(eager_fn(*args))\n"
+            "    start = time.perf_counter()\n"
+            "    for _ in range(repeats):\n"
+            "        out = eager_fn(*args)\n"
+            "    jax.block_until_ready(out)\n"
+            "    eager_s = (time.perf_counter() - start) / repeats\n"
+            "    start = time.perf_counter()\n"
+            "    jax.block_until_ready(jit_fn(*args))\n"
+            "    jit_first_s = time.perf_counter() - start\n"
+            "    start = time.perf_counter()\n"
+            "    for _ in range(repeats):\n"
+            "        out = jit_fn(*args)\n"
+            "    jax.block_until_ready(out)\n"
+            "    jit_s = (time.perf_counter() - start) / repeats\n"
+            "    return {'eager_s': eager_s, 'jit_first_s': jit_first_s, 'jit_s': jit_s,\n"
+            "            'speedup': eager_s / jit_s}\n",
+            # The method form of blocking, numpy medians, floats.
+            "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+            "    def run(fn, n):\n"
+            "        times = []\n"
+            "        for _ in range(n):\n"
+            "            t0 = time.perf_counter()\n"
+            "            fn(*args).block_until_ready()\n"
+            "            times.append(time.perf_counter() - t0)\n"
+            "        return times\n"
+            "    eager = run(eager_fn, repeats + 1)[1:]\n"
+            "    jit = run(jit_fn, repeats + 1)\n"
+            "    eager_s, jit_s = float(np.median(eager)), float(np.median(jit[1:]))\n"
+            "    return {'eager_s': eager_s, 'jit_first_s': jit[0], 'jit_s': jit_s,\n"
+            "            'speedup': eager_s / jit_s}\n",
+        ],
+        "wrong": [
+            ("no block_until_ready: the timer stops when the work is queued",
+             "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+             "    def timed(fn):\n"
+             "        start = time.perf_counter()\n"
+             "        fn(*args)\n"
+             "        return time.perf_counter() - start\n"
+             "    timed(eager_fn)\n"
+             "    eager_s = statistics.median(timed(eager_fn) for _ in range(repeats))\n"
+             "    jit_first_s = timed(jit_fn)\n"
+             "    jit_s = statistics.median(timed(jit_fn) for _ in range(repeats))\n"
+             "    return {'eager_s': eager_s, 'jit_first_s': jit_first_s, 'jit_s': jit_s,\n"
+             "            'speedup': eager_s / jit_s}\n"),
+            ("no warm-up: the eager baseline includes its compilation",
+             "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+             "    def timed(fn):\n"
+             "        start = time.perf_counter()\n"
+             "        jax.block_until_ready(fn(*args))\n"
+             "        return time.perf_counter() - start\n"
+             "    eager_s = statistics.median(timed(eager_fn) for _ in range(repeats))\n"
+             "    jit_times = [timed(jit_fn) for _ in range(repeats)]\n"
+             "    jit_s = statistics.median(jit_times)\n"
+             "    return {'eager_s': eager_s, 'jit_first_s': jit_times[0], 'jit_s': jit_s,\n"
+             "            'speedup': eager_s / jit_s}\n"),
+        ],
+    },
+    "03_jit_stablehlo_and_hlo": {
+        "correct": [
+            "def stablehlo_and_hlo(f, *args):\n"
+            "    lowered = jax.jit(f).trace(*args).lower()\n"
+            "    compiled = lowered.compile()\n"
+            "    return lowered.as_text(), compiled.as_text()\n",
+            "def stablehlo_and_hlo(f, *args):\n"
+            "    lowered = jax.jit(f).lower(*args)\n"
+            "    return str(lowered.compiler_ir('stablehlo')), lowered.compile().as_text()\n",
+        ],
+        "wrong": [
+            ("returns the HLO before optimization instead of the compiled one",
+             "def stablehlo_and_hlo(f, *args):\n"
+             "    lowered = jax.jit(f).lower(*args)\n"
+             "    return lowered.as_text(), lowered.as_text(dialect='hlo')\n"),
+            ("returns the jaxpr instead of the StableHLO",
+             "def stablehlo_and_hlo(f, *args):\n"
+             "    compiled = jax.jit(f).lower(*args).compile()\n"
+             "    return str(jax.make_jaxpr(f)(*args)), compiled.as_text()\n"),
+        ],
+    },
+    "03_jit_sqrt_newton": {
+        "correct": [
+            "def sqrt_newton(a, steps):\n"
+            "    def cond(carry):\n"
+            "        return carry[0] < steps\n"
+            "    def body(carry):\n"
+            "        i, y = carry\n"
+            "        return i + 1, 0.5 * (y + a / y)\n"
+            "    return jax.lax.while_loop(cond, body, (0, a))[1]\n",
+            "def sqrt_newton(a, steps):\n"
+            "    def body(y, _):\n"
+            "        return (y + a / y) / 2, None\n"
+            "    y, _ = jax.lax.scan(body, a, None, length=steps)\n"
+            "    return y\n",
+        ],
+        "wrong": [
+            ("a Python for loop: unrolled, one copy of the body per step",
+             "def sqrt_newton(a, steps):\n"
+             "    y = a\n"
+             "    for _ in range(steps):\n"
+             "        y = 0.5 * (y + a / y)\n"
+             "    return y\n"),
+            ("lax.scan with unroll=True: the loop is unrolled in the program",
+             "def sqrt_newton(a, steps):\n"
+             "    def body(y, _):\n"
+             "        return 0.5 * (y + a / y), None\n"
+             "    return jax.lax.scan(body, a, None, length=steps, unroll=True)[0]\n"),
+        ],
+    },
+    "03_jit_sgd_update": {
+        "correct": [
+            "def sgd_update(params, grads, lr):\n"
+            "    return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)\n"
+            "sgd_update = jax.jit(sgd_update, donate_argnames='params')\n",
+            "@functools.partial(jax.jit, donate_argnums=(0,))\n"
+            "def sgd_update(params, grads, lr):\n"
+            "    leaves, treedef = jax.tree.flatten(params)\n"
+            "    g_leaves = treedef.flatten_up_to(grads)\n"
+            "    return treedef.unflatten([p - lr * g for p, g in zip(leaves, g_leaves)])\n",
+        ],
+        "wrong": [
+            ("jitted without donation: new buffers are allocated every step",
+             "@jax.jit\n"
+             "def sgd_update(params, grads, lr):\n"
+             "    return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"),
+            ("donates grads (argument 1) instead of params",
+             "@functools.partial(jax.jit, donate_argnums=1)\n"
+             "def sgd_update(params, grads, lr):\n"
+             "    return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"),
+        ],
+    },
+    "03_jit_make_train_step": {
+        "correct": [
+            "def make_train_step(loss_fn, optimizer):\n"
+            "    @functools.partial(jax.jit, donate_argnums=(0, 1))\n"
+            "    def train_step(params, opt_state, x, y):\n"
+            "        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n"
+            "        updates, opt_state = optimizer.update(grads, opt_state, params)\n"
+            "        return optax.apply_updates(params, updates), opt_state, loss\n"
+            "    return train_step\n",
+            "def make_train_step(loss_fn, optimizer):\n"
+            "    def step(params, opt_state, x, y):\n"
+            "        loss = loss_fn(params, x, y)\n"
+            "        grads = jax.grad(loss_fn)(params, x, y)\n"
+            "        updates, new_state = optimizer.update(grads, opt_state, params)\n"
+            "        new_params = jax.tree.map(lambda p, u: p + u, params, updates)\n"
+            "        return new_params, new_state, loss\n"
+            "    return jax.jit(step)\n",
+        ],
+        "wrong": [
+            ("subtracts the optax updates, which already point downhill",
+             "def make_train_step(loss_fn, optimizer):\n"
+             "    @jax.jit\n"
+             "    def train_step(params, opt_state, x, y):\n"
+             "        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n"
+             "        updates, opt_state = optimizer.update(grads, opt_state, params)\n"
+             "        return jax.tree.map(lambda p, u: p - u, params, updates), opt_state, loss\n"
+             "    return train_step\n"),
+            ("jits a fresh inner function on every call: compiles every step",
+             "def make_train_step(loss_fn, optimizer):\n"
+             "    def train_step(params, opt_state, x, y):\n"
+             "        def step(params, opt_state):\n"
+             "            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n"
+             "            updates, opt_state = optimizer.update(grads, opt_state, params)\n"
+             "            return optax.apply_updates(params, updates), opt_state, loss\n"
+             "        return jax.jit(step)(params, opt_state)\n"
+             "    return train_step\n"),
+        ],
+    },
+}
