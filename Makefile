@@ -11,12 +11,13 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # nbgrader runs `alembic` in a subprocess: the venv's bin/ must be on PATH (done above).
 ASSIGNMENTS := $(sort $(notdir $(wildcard source/[0-9][0-9]_*)))
 WORKERS ?=
-PYTEST_ARGS ?=
+# Two pytest workers by default; modules grade in parallel (PYTEST_ARGS=-n0 for one).
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 LAB_PORT ?= 8888
 # Extra JupyterLab options, e.g. LAB_ARGS="--no-browser --ip=127.0.0.1"
 LAB_ARGS ?=
-# The folder JupyterLab serves and the one it opens in. A student on a course server
-# serves their home, where the Assignment List fetches to: make lab LAB_DIR=$HOME LAB_OPEN=
+# The folder JupyterLab runs in and serves, and the one it opens. On a course server a
+# student serves their home, where the Assignment List fetches to: make lab LAB_DIR=~ LAB_OPEN=
 LAB_DIR ?= .
 LAB_OPEN ?= release
 
@@ -49,7 +50,7 @@ lab: $(STAMP)
 	@jupyter labextension enable --level=sys_prefix @jupyter/nbgrader:assignment-list >/dev/null 2>&1
 	@jupyter labextension enable --level=sys_prefix @jupyter/nbgrader:validate-assignment >/dev/null 2>&1
 	@echo "nbgrader: Assignment List and Validate enabled; opening $(LAB_DIR)/$(LAB_OPEN)"
-	jupyter lab --notebook-dir=$(LAB_DIR) --LabApp.default_url=/lab/tree/$(LAB_OPEN) --port=$(LAB_PORT) \
+	cd $(LAB_DIR) && jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/$(LAB_OPEN) --port=$(LAB_PORT) \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 test: $(STAMP)

@@ -27,6 +27,9 @@ from tests.conftest import REPO, modules
 pytestmark = pytest.mark.notebook
 
 MODULES = modules()
+# One xdist group per module: its expensive steps share a worker (`make test` runs
+# two workers), and different modules grade in parallel.
+PARAMS = [pytest.param(m, marks=pytest.mark.xdist_group(m)) for m in MODULES]
 
 
 def load_variants(module: str) -> dict:
@@ -139,13 +142,13 @@ def _cell_error(g, student, grade_id) -> str:
     return "    (cell missing)"
 
 
-@pytest.mark.parametrize("graded", MODULES, indirect=True)
+@pytest.mark.parametrize("graded", PARAMS, indirect=True)
 def test_autograde_scores(graded):
     problems = "\n".join(_explain(graded, s) for s in graded["expected"])
     assert not problems.strip(), f"scores differ from expectations:\n{problems}"
 
 
-@pytest.mark.parametrize("graded", MODULES, indirect=True)
+@pytest.mark.parametrize("graded", PARAMS, indirect=True)
 def test_blank_release_runs_without_kernel_crash(graded):
     path = graded["course"] / "autograded" / "blank" / graded["module"] / graded["name"]
     nb = nbformat.read(path, as_version=4)
@@ -160,7 +163,7 @@ def test_blank_release_runs_without_kernel_crash(graded):
     assert any("is not implemented yet" in m for m in messages), messages[:3]
 
 
-@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("module", PARAMS)
 def test_validate_release_fails_every_graded_cell(module, tmp_path):
     """`nbgrader validate --invert` passes no cell; plain validate fails them all."""
     course = make_scratch_course(tmp_path, [module])
