@@ -135,6 +135,31 @@ def grade_one(course: Path, assignment: str, student: str, *, timeout: float = 1
                    seconds=time.monotonic() - start)
 
 
+def ensure_in_gradebook(course: Path, assignment: str) -> None:
+    """Registers the assignment's source notebooks in the gradebook when missing.
+
+    nbgrader autograde restores locked cells and hidden tests from the gradebook,
+    which ``nbgrader generate_assignment`` fills. After a fresh clone the gradebook
+    does not exist yet: run it once, writing its release copy to a scratch folder
+    so that the committed release/ is left as it is.
+    """
+    import tempfile
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder._course import nbgrader_db_url
+
+    with Gradebook(nbgrader_db_url(course)) as gb:
+        try:
+            gb.find_assignment(assignment)
+            return
+        except MissingEntry:
+            pass
+    with tempfile.TemporaryDirectory(prefix="release-") as tmp:
+        run_nbgrader(["generate_assignment", assignment, "--force",
+                      f"--CourseDirectory.release_directory={tmp}"], cwd=course)
+
+
 def submitted_students(course: Path, assignment: str) -> list[str]:
     base = Path(course) / "submitted"
     return sorted(p.parent.name for p in base.glob(f"*/{assignment}") if p.is_dir())
@@ -147,6 +172,7 @@ def grade_assignment(course: Path, assignment: str, *, workers: int = 1,
     from rich.progress import Progress
 
     course = Path(course)
+    ensure_in_gradebook(course, assignment)
     students = students if students is not None else submitted_students(course, assignment)
     console = Console(stderr=False)
     outcomes: dict[str, Outcome] = {}

@@ -112,3 +112,29 @@ def test_displayed_number_is_not_partial_credit(tmp_path):
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_grade("test_tiny_loss", "tiny", "tiny", "s1").score == 2.0
+
+
+@pytest.mark.notebook
+def test_grade_and_export_from_a_fresh_clone_layout(tmp_path):
+    """`make autograde` / `make grades` in a course whose gradebook does not exist yet:
+    the committed release/ is used as is, the gradebook is filled from source/."""
+    import shutil
+
+    course = make_scratch_course(tmp_path / "course", ["01_grad"])
+    shutil.copytree(REPO / "release" / "01_grad", course / "release" / "01_grad")
+    before = (course / "release/01_grad/01_grad.ipynb").read_text()
+    sub = subprocess.run([sys.executable, "-m", "autograder", "submission", "01_grad",
+                          "--student", "kim", "--fill", "source"], cwd=course,
+                         capture_output=True, text=True)
+    assert sub.returncode == 0, sub.stderr
+    graded = subprocess.run([sys.executable, "-m", "autograder", "grade", "01_grad"],
+                            cwd=course, capture_output=True, text=True, timeout=900)
+    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
+    assert "graded: 1   needs attention: 0" in graded.stdout, graded.stdout[-2000:]
+    assert (course / "release/01_grad/01_grad.ipynb").read_text() == before
+    export = subprocess.run([sys.executable, "-m", "autograder", "export", "--to", "g.csv"],
+                            cwd=course, capture_output=True, text=True)
+    assert export.returncode == 0, export.stderr
+    (row,) = list(csv.DictReader(open(course / "g.csv")))
+    assert row["student_id"] == "kim" and row["status"] == "graded"
+    assert float(row["score"]) == float(row["max_score"]) > 0
