@@ -8,7 +8,13 @@ own lines, not ours.
 from __future__ import annotations
 
 import inspect
+import os
+import traceback
+import types
 from typing import Any, Sequence
+
+
+_LIBRARY_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class CheckFailure(AssertionError):
@@ -17,6 +23,34 @@ class CheckFailure(AssertionError):
     def __init__(self, message: str, *, rung: str = "values"):
         super().__init__(message)
         self.rung = rung
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython calls this to format the error. It hides frames that set
+        # __tracebackhide__ except the one that raised, which is always ours:
+        # drop every frame of this package so the student sees their own lines.
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            tb = without_library_frames(self.__traceback__)
+            if shell is not None:
+                return shell.InteractiveTB.structured_traceback(type(self), self, tb)
+        except Exception:  # noqa: BLE001 - formatting must never hide the failure
+            tb = self.__traceback__
+        return traceback.format_exception(type(self), self, tb)
+
+
+def without_library_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback chain without frames from files of the autograder package."""
+    kept = []
+    while tb is not None:
+        if os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) != _LIBRARY_DIR:
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return new
 
 
 def format_failure(what: str, *, expected: Any = None, got: Any = None,

@@ -75,3 +75,20 @@ def test_ignore_pattern_drops_warnings_and_absl_logs_only():
         assert re.search(pattern, text), text
     for text in keeps:
         assert not re.search(pattern, text), text
+
+
+def test_ipython_traceback_hides_library_frames():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from autograder import assert_tree_matches
+    from autograder._feedback import CheckFailure
+
+    shell = InteractiveShell.instance()
+    try:
+        assert_tree_matches(jnp.ones(2), jnp.zeros(2), name="f(x)")
+    except CheckFailure as err:
+        text = "\n".join(err._render_traceback_())
+    assert "f(x) has wrong values" in text
+    assert "autograder/_numeric.py" not in text and "autograder/_feedback.py" not in text
+    assert "test_feedback.py" in text  # the caller's own frame stays
+    del shell

@@ -161,6 +161,10 @@ def test_blank_release_runs_without_kernel_crash(graded):
     messages = [o.get("evalue", "") for c in nb.cells for o in c.get("outputs", [])
                 if o.get("output_type") == "error"]
     assert any("is not implemented yet" in m for m in messages), messages[:3]
+    # Tracebacks show the student's and the test cell's lines, not the library's frames.
+    tracebacks = ["\n".join(o.get("traceback", [])) for c in nb.cells for o in c.get("outputs", [])
+                  if o.get("output_type") == "error" and o.get("ename") == "CheckFailure"]
+    assert tracebacks and not any("autograder/_" in t for t in tracebacks), tracebacks[:1]
 
 
 @pytest.mark.parametrize("module", PARAMS)
