@@ -98,6 +98,10 @@ def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = T
     elif cpu_devices is not None and jax.config.jax_num_cpu_devices not in (-1, cpu_devices):
         print(f"note: JAX was already running with {jax.config.jax_num_cpu_devices} CPU "
               f"devices; restart the kernel to get {cpu_devices}.")
+    # The autograder's jaxpr checks import jax.extend, and importing it the first
+    # time clears JAX's compilation caches: do it now, before anything compiles.
+    import jax.extend.core  # noqa: F401
+
     report = SetupReport(**dataclasses.asdict(environment_report()))
     if not quiet:
         print(report)
