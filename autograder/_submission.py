@@ -39,7 +39,7 @@ def solution_ids(nb) -> list[str]:
             and c.cell_type == "code"]
 
 
-def test_ids(nb) -> dict[str, float]:
+def grade_cell_points(nb) -> dict[str, float]:
     """``{grade_id: points}`` of the autograded test cells, in notebook order."""
     return {_meta(c)["grade_id"]: float(_meta(c).get("points", 0)) for c in nb.cells
             if _meta(c).get("grade") and not _meta(c).get("solution")}

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from autograder._course import generate_release, make_scratch_course, run_nbgrader
-from autograder._submission import build_submission, solution_ids, test_ids, write_notebook
+from autograder._submission import build_submission, solution_ids, grade_cell_points, write_notebook
 from tests.conftest import REPO, modules
 
 pytestmark = pytest.mark.notebook
@@ -55,7 +55,7 @@ def test_scaffold(module):
     """Every solution cell has exactly one test cell `test_<id>`, and variants cover all."""
     nb = nbformat.read(notebook_path(module), as_version=4)
     sols = solution_ids(nb)
-    tests = test_ids(nb)
+    tests = grade_cell_points(nb)
     assert len(sols) >= 5, f"{module}: only {len(sols)} graded exercises"
     assert sorted(tests) == sorted(f"test_{s}" for s in sols), (
         f"{module}: test cells {sorted(tests)} do not pair with solution cells {sols}")
@@ -79,7 +79,7 @@ def graded(request, tmp_path_factory):
                                as_version=4)
     source_nb = nbformat.read(notebook_path(module), as_version=4)
     sols = solution_ids(source_nb)
-    points = test_ids(source_nb)
+    points = grade_cell_points(source_nb)
     variants = load_variants(module)
     name = notebook_path(module).name
     expected: dict[str, dict[str, float]] = {}
@@ -178,7 +178,7 @@ def test_validate_release_fails_every_graded_cell(module, tmp_path):
     inverted = Validator(invert=True).validate(str(nb_path))
     assert not inverted.get("passed"), f"cells pass on the blank notebook: {inverted.get('passed')}"
     failed = Validator().validate(str(nb_path)).get("failed", [])
-    n_tests = len(test_ids(nbformat.read(notebook_path(module), as_version=4)))
+    n_tests = len(grade_cell_points(nbformat.read(notebook_path(module), as_version=4)))
     assert len(failed) == n_tests, f"validate reported {len(failed)} failing cells, expected {n_tests}"
 
 
