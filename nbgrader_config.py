@@ -32,6 +32,21 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# `python -m autograder grade` (make autograde) runs every submission in a sandbox
+# and judges it outside (autograder/_pipeline.py); it then calls nbgrader autograde
+# with JAXCOURSE_BUNDLES set, and nbgrader records those verdicts instead of
+# running student code itself. Without the variable, nbgrader executes as usual.
+if os.environ.get("JAXCOURSE_BUNDLES"):
+    c.Autograde.autograde_preprocessors = [
+        "autograder._nbgrader_plugins.TrustedReplay",
+        "autograder._nbgrader_plugins.NoDisplayCredit",
+        "nbconvert.preprocessors.ClearMetadataPreprocessor",
+        "nbgrader.preprocessors.LimitOutput",
+        "nbgrader.preprocessors.SaveAutoGrades",
+        "nbgrader.preprocessors.AssignLatePenalties",
+        "nbgrader.preprocessors.CheckCellMetadata",
+    ]
+
 # Put back graded cells a student deleted, instead of failing the notebook.
 c.OverwriteCells.add_missing_cells = True
 

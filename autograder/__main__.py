@@ -1,7 +1,8 @@
 """Command line: ``python -m autograder COMMAND``.
 
   release [--check] A...     generate release/ from source/ (or check it is current)
-  grade A [--workers N]      preflight and autograde submitted/*/A, with a summary
+  grade A [--workers N] [--scheduler ADDR] [--force]
+                             sandboxed, trusted grading of submitted/*/A
   export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
   submission A --student S   build a submission from the release notebook
   demo [--dir demo]          the instructor's whole job on a sample class
@@ -41,9 +42,15 @@ def main(argv: list[str] | None = None) -> int:
         from autograder._pipeline import grade_assignment
 
         parser.add_argument("assignment")
-        parser.add_argument("--workers", type=int, default=1)
+        parser.add_argument("--workers", type=int, default=None,
+                            help="parallel sandboxes on this machine (default: all cores)")
+        parser.add_argument("--scheduler", default=None,
+                            help="address of a Dask scheduler (tcp://host:8786) to run on")
+        parser.add_argument("--force", action="store_true",
+                            help="grade again what the ledger says is done")
         args = parser.parse_args(rest)
-        outcomes = grade_assignment(root, args.assignment, workers=args.workers)
+        outcomes = grade_assignment(root, args.assignment, workers=args.workers,
+                                    scheduler=args.scheduler, force=args.force)
         return 0 if outcomes is not None else 1
     if command == "export":
         from autograder._course import run_nbgrader

@@ -33,10 +33,11 @@ def nbgrader_env() -> dict[str, str]:
 
 
 def run_nbgrader(args: list[str], cwd: os.PathLike, *, check: bool = True,
-                 capture: bool = True, timeout: float | None = None):
-    """Runs ``nbgrader ARGS`` in ``cwd`` with this interpreter."""
+                 capture: bool = True, timeout: float | None = None,
+                 env: dict[str, str] | None = None):
+    """Runs ``nbgrader ARGS`` in ``cwd`` with this interpreter (``env``: extra variables)."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    proc = subprocess.run(cmd, cwd=cwd, env=nbgrader_env(), text=True,
+    proc = subprocess.run(cmd, cwd=cwd, env={**nbgrader_env(), **(env or {})}, text=True,
                           capture_output=capture, timeout=timeout)
     if check and proc.returncode != 0:
         raise RuntimeError(f"`nbgrader {' '.join(args)}` failed with exit code "

@@ -2,7 +2,9 @@
 
 ``nbgrader export --exporter=autograder._export.StatusCsvExport`` writes the columns
 of nbgrader's own CSV export plus ``status`` (graded, needs_attention, missing) and
-``reason``. A submission that needs attention has an empty score, not 0.
+``reason``. A submission that needs attention and could not be graded (malformed,
+a grader failure) has an empty score, not 0; one that was graded but needs a look
+(a cell that hung or crashed, tampering suspected) keeps its score beside the reason.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ class StatusCsvExport(ExportPlugin):
                     row.update(last_name=student.last_name or "",
                                first_name=student.first_name or "", email=student.email or "")
                 entry = ledger.get(sid)
-                if entry and entry["status"] != "graded" and entry["reason"] != "timeout":
+                if entry and entry["status"] != "graded" and entry.get("score") is None:
                     row.update(status="needs_attention", reason=entry["reason"])
                     rows.append(row)
                     continue

@@ -43,3 +43,87 @@ class NoDisplayCredit(NbGraderPreprocessor):
             cell.outputs = [o for o in cell.get("outputs", [])
                             if o.get("output_type") != "execute_result"]
         return cell, resources
+
+
+_KEEP_MIME = ("text/plain", "image/png")
+_MAX_TEXT = 100_000
+
+
+def _clean_text(value) -> str:
+    text = "".join(value) if isinstance(value, list) else value
+    return text[:_MAX_TEXT] if isinstance(text, str) else ""
+
+
+def sanitize_outputs(outputs) -> list[dict]:
+    """Outputs that came back from a sandbox, rebuilt from their safe parts only.
+
+    The sandbox is untrusted: keep streams, plain text, PNG images and errors,
+    drop HTML, JavaScript, SVG and anything malformed (an instructor opens these
+    notebooks in the formgrader), and cap every text.
+    """
+    from nbformat import v4
+
+    clean = []
+    for out in outputs if isinstance(outputs, list) else []:
+        if not isinstance(out, dict):
+            continue
+        kind = out.get("output_type")
+        if kind == "stream" and out.get("name") in ("stdout", "stderr"):
+            clean.append(v4.new_output("stream", name=out["name"], text=_clean_text(out.get("text"))))
+        elif kind in ("display_data", "execute_result") and isinstance(out.get("data"), dict):
+            data = {m: _clean_text(out["data"][m]) for m in _KEEP_MIME
+                    if isinstance(out["data"].get(m), (str, list))}
+            if data:
+                clean.append(v4.new_output("display_data", data=data))
+        elif kind == "error":
+            tb = out.get("traceback")
+            clean.append(v4.new_output(
+                "error", ename=_clean_text(out.get("ename"))[:200] or "Error",
+                evalue=_clean_text(out.get("evalue"))[:5000],
+                traceback=[_clean_text(t)[:5000] for t in (tb if isinstance(tb, list) else [])][:50]))
+    return clean
+
+
+class TrustedReplay(NbGraderPreprocessor):
+    """Puts the pipeline's judged results into the notebook, in place of executing it.
+
+    ``python -m autograder grade`` runs each submission in a sandbox and judges the
+    values it returns outside (autograder._pipeline). This preprocessor, configured
+    only for those runs (the ``JAXCOURSE_BUNDLES`` variable), reads the bundle of the
+    submission: the sandbox's outputs for ordinary cells, and for each graded test
+    cell the trusted verdict: passing test cells keep their printed output, failing
+    ones end with an error that carries the verdict's message. nbgrader's own
+    SaveAutoGrades then scores the cells as usual.
+    """
+
+    def preprocess(self, nb, resources):
+        import json
+        import os
+        from pathlib import Path
+
+        from nbformat import v4
+
+        info = resources["nbgrader"]
+        path = (Path(os.environ["JAXCOURSE_BUNDLES"]) / info["student"]
+                / f"{info['notebook']}.json")
+        bundle = json.loads(path.read_text())
+        outputs, verdicts = bundle["outputs"], bundle["verdicts"]
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            outs = sanitize_outputs(outputs[index] if index < len(outputs) else [])
+            if utils.is_grade(cell) and not utils.is_solution(cell):
+                verdict = verdicts.get(cell.metadata["nbgrader"]["grade_id"],
+                                       {"passed": False, "message": "this test cell was not graded"})
+                visible = [o.evalue for o in outs if o.output_type == "error"]
+                outs = [o for o in outs if o.output_type == "stream" and o.name == "stdout"]
+                if not verdict["passed"]:
+                    message = verdict["message"]
+                    if visible and visible[0].strip():
+                        message += ("\n\nThe visible test in your notebook said:\n"
+                                    + visible[0].strip()[:3000])
+                    outs.append(v4.new_output("error", ename="CheckFailure", evalue=message,
+                                              traceback=[f"CheckFailure: {message}"]))
+            cell.outputs = outs
+            cell.execution_count = None
+        return nb, resources

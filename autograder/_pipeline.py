@@ -1,27 +1,49 @@
-"""Grading a batch of submissions with nbgrader, one submission at a time.
+"""Grading a batch: parallel, sandboxed, scored by trusted code, nothing lost.
 
-nbgrader aborts a whole ``autograde`` run on one malformed notebook and writes a
-kernel crash as a silent 0 in the export. Here every submission is preflighted,
-graded by ``nbgrader autograde --student`` in its own process, and recorded in a
-ledger (``autograded/.grading/ASSIGNMENT.json``): graded, or needing attention with
-a reason code. The export and the summary read that ledger, so no problem is lost.
+``python -m autograder grade A [--workers N] [--scheduler ADDRESS]``
+
+1. **Preflight** (here): every submitted notebook must be readable JSON, a valid
+   notebook and under the size limit; otherwise the submission needs attention
+   (``malformed``) and the rest of the batch goes on.
+2. **Reference** (once per assignment, cached): the instructor's source notebook
+   runs in the sandbox with the spec's probes (``autograder/specs/A.py``).
+3. **Run and judge** (one task per submission, on a concurrent.futures executor: a
+   local process pool, or a Dask cluster with ``--scheduler``): the notebook is
+   rebuilt from the instructor's copy with only the submission's solution sources,
+   runs in a sandbox (``_sandbox``), and its probe values are judged against the
+   reference outside the sandbox (``_trusted``). Tasks never touch the gradebook.
+4. **Record** (here, one nbgrader process per batch): ``nbgrader autograde`` with
+   the ``TrustedReplay`` preprocessor in place of execution writes the verdicts into
+   the gradebook, so nbgrader keeps the gradebook, locked cells, feedback and export.
+
+A ledger (``autograded/.grading/A/ledger.json``) records every submission by the
+fingerprint of its files: a re-run skips what is done, a killed batch resumes
+(judged bundles are kept on disk), and a changed submission is graded again.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
 import json
+import os
+import shutil
 import time
+import uuid
 from pathlib import Path
 
 from autograder._course import run_nbgrader
 
 REASONS = {
-    "malformed": "the submission is not a readable notebook, or a notebook is missing",
-    "kernel_died": "the kernel died while running the notebook",
-    "timeout": "a cell ran past the time limit",
-    "grading_failed": "nbgrader could not grade the submission",
+    "malformed": "a notebook is missing, unreadable, not a notebook or too large",
+    "timeout": "a cell ran past the time limit and was stopped",
+    "notebook_timeout": "the whole notebook ran past its time limit",
+    "out_of_memory": "the notebook used more memory than allowed",
+    "kernel_died": "the kernel crashed (os._exit, a segfault, a killed process)",
+    "output_flood": "a cell printed far more output than allowed",
+    "tampering_suspected": "a solution reaches for the grader, the kernel or the system",
+    "grading_failed": "the grader itself failed on this submission (a bug: report it)",
 }
+MAX_NOTEBOOK_BYTES = 20_000_000
 
 
 @dataclasses.dataclass
@@ -33,15 +55,28 @@ class Outcome:
     score: float | None = None
     max_score: float | None = None
     seconds: float = 0.0
+    fingerprint: str = ""
+    phase: str = ""  # "judged" (bundle on disk) or "recorded" (in the gradebook)
+    peak_memory_mb: float | None = None
+    isolation: str = ""
+
+
+# ---------------------------------------------------------------- ledger
+
+def grading_dir(course: Path, assignment: str) -> Path:
+    return Path(course) / "autograded" / ".grading" / assignment
 
 
 def ledger_path(course: Path, assignment: str) -> Path:
-    return Path(course) / "autograded" / ".grading" / f"{assignment}.json"
+    return grading_dir(course, assignment) / "ledger.json"
 
 
 def read_ledger(course: Path, assignment: str) -> dict[str, dict]:
     path = ledger_path(course, assignment)
-    return json.loads(path.read_text()) if path.exists() else {}
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except json.JSONDecodeError:
+        return {}
 
 
 def _write_ledger(course: Path, assignment: str, outcomes: dict[str, Outcome]) -> None:
@@ -49,90 +84,200 @@ def _write_ledger(course: Path, assignment: str, outcomes: dict[str, Outcome]) -
     path.parent.mkdir(parents=True, exist_ok=True)
     data = read_ledger(course, assignment)
     data.update({s: dataclasses.asdict(o) for s, o in outcomes.items()})
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     tmp.replace(path)
+
+
+# ---------------------------------------------------------------- preflight
+
+def _notebook_names(course: Path, assignment: str) -> list[str]:
+    return sorted(p.name for p in (Path(course) / "source" / assignment).glob("*.ipynb"))
 
 
 def preflight(course: Path, assignment: str, student: str) -> str | None:
     """Returns why a submission cannot be graded, or None when it can."""
     import nbformat
 
-    release = sorted((Path(course) / "release" / assignment).glob("*.ipynb"))
     folder = Path(course) / "submitted" / student / assignment
-    for expected in release:
-        path = folder / expected.name
-        if not path.exists():
-            return f"{expected.name} is missing from the submission"
+    for name in _notebook_names(course, assignment):
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            return f"{name} is missing from the submission"
+        size = path.stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            return (f"{name} is {size / 1e6:.0f} MB, over the limit of "
+                    f"{MAX_NOTEBOOK_BYTES / 1e6:.0f} MB (clear the outputs and submit again)")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            return f"{expected.name} cannot be read: {err}"
+            return f"{name} cannot be read: {err}"
         try:
             json.loads(text)
         except json.JSONDecodeError as err:
-            return (f"{expected.name} is not valid JSON ({err.msg} at line {err.lineno}, "
+            return (f"{name} is not valid JSON ({err.msg} at line {err.lineno}, "
                     f"column {err.colno}): a truncated or corrupted upload")
         try:
             nb = nbformat.reads(text, as_version=4)
             nbformat.validate(nb)
         except Exception as err:  # noqa: BLE001 - any schema problem means malformed
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            return f"{expected.name} is not a valid notebook: {first[:200]}"
+            return f"{name} is not a valid notebook: {first[:200]}"
     return None
 
 
-def _inspect_autograded(course: Path, assignment: str, student: str) -> tuple[str, str]:
-    """Finds kernel deaths and timeouts in the autograded notebooks."""
-    import nbformat
+def fingerprint(course: Path, assignment: str, student: str) -> str:
+    """A digest of the submission's notebooks and timestamp: what grading depends on."""
+    from autograder._runner import digest
 
-    for path in sorted((Path(course) / "autograded" / student / assignment).glob("*.ipynb")):
-        nb = nbformat.read(str(path), as_version=4)
-        for cell in nb.cells:
-            for out in cell.get("outputs", []):
-                if out.get("output_type") != "error":
-                    continue
-                if out.get("ename") == "CellTimeoutError":
-                    return "timeout", f"{path.name}: a cell ran past the time limit"
-                if out.get("ename") in ("DeadKernelError",) or "Kernel died" in str(out.get("evalue")):
-                    return "kernel_died", f"{path.name}: {out.get('evalue')}"
-    return "", ""
+    folder = Path(course) / "submitted" / student / assignment
+    parts: list[bytes | str] = []
+    for name in _notebook_names(course, assignment) + ["timestamp.txt"]:
+        path = folder / name
+        parts.append(name)
+        try:
+            parts.append(path.read_bytes() if path.stat().st_size <= MAX_NOTEBOOK_BYTES
+                         else f"size:{path.stat().st_size}")
+        except OSError:
+            parts.append("missing")
+    return digest(*parts)
 
 
-def _scores(course: Path, assignment: str, student: str) -> tuple[float, float]:
-    from nbgrader.api import Gradebook
+# ---------------------------------------------------------------- tasks
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """Everything a worker needs, as plain data (it may run on another machine)."""
+
+    assignment: str
+    student: str
+    sources: dict  # notebook name -> source notebook JSON
+    submissions: dict  # notebook name -> submitted notebook JSON
+    reference: dict  # notebook name -> {probe file: hex}
+    limits: dict
+
+
+def grade_task(job: Job) -> dict:
+    """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
+    from autograder import _runner, _sandbox, _trusted
+
+    start = time.monotonic()
+    spec = _trusted.load_spec(job.assignment)
+    limits = _sandbox.Limits(**job.limits)
+    bundles, solutions_seen = {}, {}
+    for name, source in job.sources.items():
+        tests_here = {_trusted._meta(c).get("grade_id") for c in source["cells"] if _trusted.is_test(c)}
+        nb_spec = {t: p for t, p in spec.items() if t in tests_here}
+        reference = {t: _trusted.decode({k: bytes.fromhex(v) for k, v in job.reference[name].items()}, t)
+                     for t in nb_spec}
+        own = _trusted.submitted_solutions(source)
+        stubs = {g: _runner.stub_source(s) for g, s in own.items()}
+        solutions = _trusted.submitted_solutions(job.submissions[name])
+        solutions = {g: s for g, s in solutions.items() if g in own}
+        solutions_seen.update(solutions)
+        rebuilt = _trusted.rebuild(source, solutions, stubs)
+        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits)
+        bundle["verdicts"] = _runner.judge_bundle(bundle, nb_spec, reference)
+        missing = [t for t in tests_here if t not in nb_spec]
+        for t in missing:
+            bundle["verdicts"][t] = {"passed": False,
+                                     "message": f"no trusted check for {t} (the spec lacks it)"}
+        del bundle["files"]
+        bundle["rebuilt"] = rebuilt
+        bundles[name] = bundle
+    return {"student": job.student, "bundles": bundles,
+            "tampering": _runner.tampering_signs(solutions_seen),
+            "seconds": time.monotonic() - start}
+
+
+def _reference(course: Path, assignment: str, limits) -> dict[str, dict]:
+    """Probe results of the source notebooks, computed once and cached on disk."""
+    from autograder import _probe, _runner, _trusted
+
+    spec = _trusted.load_spec(assignment)
+    out = {}
+    for name in _notebook_names(course, assignment):
+        path = Path(course) / "source" / assignment / name
+        key = _runner.digest(path.read_bytes(), (_trusted.SPECS / f"{assignment}.py").read_bytes(),
+                             Path(_probe.__file__).read_bytes(), json.dumps(dataclasses.asdict(limits)))
+        cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
+        cached = _runner.read_json(cache)
+        if cached is not None:
+            out[name] = cached
+            continue
+        source = json.loads(path.read_text())
+        tests_here = {_trusted._meta(c).get("grade_id") for c in source["cells"] if _trusted.is_test(c)}
+        nb_spec = {t: p for t, p in spec.items() if t in tests_here}
+        rebuilt = _trusted.rebuild(source, _trusted.submitted_solutions(source), {})
+        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits)
+        if bundle["incidents"]:
+            raise RuntimeError(f"source/{assignment}/{name} does not run cleanly in the sandbox: "
+                               f"{bundle['incidents']}")
+        files = {k: bytes.fromhex(v) for k, v in bundle["files"].items()}
+        _runner.reference_check(nb_spec, files)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        for old in cache.parent.glob(f"{name}.*.json"):
+            old.unlink()
+        cache.write_text(json.dumps(bundle["files"]))
+        out[name] = bundle["files"]
+    return out
+
+
+# ---------------------------------------------------------------- recording
+
+def _stage(course: Path, assignment: str, run_dir: Path, student: str, result: dict) -> None:
+    """Writes the rebuilt notebooks (for nbgrader) and the bundles (for TrustedReplay)."""
+    folder = run_dir / "submitted" / student / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = Path(course) / "submitted" / student / assignment / "timestamp.txt"
+    if stamp.is_file() and stamp.stat().st_size < 200:
+        shutil.copyfile(stamp, folder / "timestamp.txt")
+    bundle_dir = grading_dir(course, assignment) / "bundles" / student
+    bundle_dir.mkdir(parents=True, exist_ok=True)
+    for name, bundle in result["bundles"].items():
+        (folder / name).write_text(json.dumps(bundle["rebuilt"]))
+        (bundle_dir / f"{Path(name).stem}.json").write_text(json.dumps(bundle))
+
+
+def _record(course: Path, assignment: str, students: list[str], run_dir: Path) -> set[str]:
+    """Runs ``nbgrader autograde`` over the staged notebooks; returns who was recorded."""
+    if not students:
+        return set()
+    rel = os.path.relpath(run_dir / "submitted", course)
+    bundles = grading_dir(course, assignment) / "bundles"
+    env = {"JAXCOURSE_BUNDLES": str(bundles.resolve())}
+    ids = students if len(students) == 1 else None
+    args = ["autograde", assignment, "--force", f"--CourseDirectory.submitted_directory={rel}"]
+    if ids:
+        args += ["--student", ids[0]]
+    run_nbgrader(args, cwd=course, check=False, env=env)
+    recorded = _scores(course, assignment, students)
+    missing = [s for s in students if s not in recorded]
+    if missing and len(students) > 1:
+        for s in missing:  # one bad apple must not cost the batch: retry alone
+            run_nbgrader(["autograde", assignment, "--force", "--student", s,
+                          f"--CourseDirectory.submitted_directory={rel}"],
+                         cwd=course, check=False, env=env)
+        recorded = _scores(course, assignment, students)
+    return set(recorded)
+
+
+def _scores(course: Path, assignment: str, students: list[str]) -> dict[str, tuple[float, float]]:
+    from nbgrader.api import Gradebook, MissingEntry
 
     from autograder._course import nbgrader_db_url
 
+    out = {}
     with Gradebook(nbgrader_db_url(course)) as gb:
-        sub = gb.find_submission(assignment, student)
-        return float(sub.score), float(sub.max_score)
-
-
-def grade_one(course: Path, assignment: str, student: str, *, timeout: float = 1800) -> Outcome:
-    """Preflights and autogrades one submission in its own nbgrader process."""
-    start = time.monotonic()
-    problem = preflight(course, assignment, student)
-    if problem:
-        return Outcome(student, "attention", "malformed", problem,
-                       seconds=time.monotonic() - start)
-    try:
-        proc = run_nbgrader(["autograde", assignment, "--student", student, "--force"],
-                            cwd=course, check=False, timeout=timeout)
-    except Exception as err:  # noqa: BLE001 - subprocess timeout and the like
-        return Outcome(student, "attention", "timeout" if "timed out" in str(err) else
-                       "grading_failed", str(err)[:500], seconds=time.monotonic() - start)
-    log = (proc.stdout or "") + (proc.stderr or "")
-    if proc.returncode != 0 or "[AutogradeApp | ERROR]" in log:
-        reason = "kernel_died" if "Kernel died" in log or "DeadKernel" in log else "grading_failed"
-        tail = "\n".join(line for line in log.splitlines() if "ERROR" in line)[-800:]
-        return Outcome(student, "attention", reason, tail or log[-800:],
-                       seconds=time.monotonic() - start)
-    reason, detail = _inspect_autograded(course, assignment, student)
-    score, max_score = _scores(course, assignment, student)
-    status = "attention" if reason else "graded"
-    return Outcome(student, status, reason, detail, score, max_score,
-                   seconds=time.monotonic() - start)
+        for s in students:
+            try:
+                sub = gb.find_submission(assignment, s)
+            except MissingEntry:
+                continue
+            autograded = Path(course) / "autograded" / s / assignment
+            if autograded.is_dir():
+                out[s] = (float(sub.score), float(sub.max_score))
+    return out
 
 
 def ensure_in_gradebook(course: Path, assignment: str) -> None:
@@ -165,37 +310,148 @@ def submitted_students(course: Path, assignment: str) -> list[str]:
     return sorted(p.parent.name for p in base.glob(f"*/{assignment}") if p.is_dir())
 
 
-def grade_assignment(course: Path, assignment: str, *, workers: int = 1,
-                     students: list[str] | None = None, show: bool = True) -> dict[str, Outcome]:
+# ---------------------------------------------------------------- the batch
+
+def _executor(workers: int, scheduler: str | None):
+    if scheduler:
+        from distributed import Client
+
+        client = Client(scheduler, timeout="30s")
+        return client.get_executor(pure=False), client
+    return cf.ProcessPoolExecutor(max_workers=workers), None
+
+
+def _job(course: Path, assignment: str, student: str, reference: dict, limits) -> Job:
+    folder = Path(course) / "submitted" / student / assignment
+    names = _notebook_names(course, assignment)
+    return Job(
+        assignment=assignment, student=student,
+        sources={n: json.loads((Path(course) / "source" / assignment / n).read_text()) for n in names},
+        submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
+        reference=reference, limits=dataclasses.asdict(limits))
+
+
+def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
+    incidents = [i for b in result["bundles"].values() for i in b["incidents"]]
+    iso = {b["isolation"] for b in result["bundles"].values()}
+    peak = max((b["peak_memory_mb"] or 0 for b in result["bundles"].values()), default=0) or None
+    reason, detail = "", ""
+    if incidents:
+        reason = incidents[0]["reason"]
+        detail = "; ".join(f"{i['reason']} in cell {i['cell']}" for i in incidents)[:500]
+    elif result["tampering"]:
+        reason, detail = "tampering_suspected", "; ".join(result["tampering"])[:500]
+    return Outcome(student, "attention" if reason else "graded", reason, detail,
+                   seconds=result["seconds"], fingerprint=fp, phase="judged",
+                   peak_memory_mb=peak, isolation="+".join(sorted(iso)))
+
+
+def grade_assignment(course: Path, assignment: str, *, workers: int | None = None,
+                     scheduler: str | None = None, students: list[str] | None = None,
+                     force: bool = False, show: bool = True, limits=None) -> dict[str, Outcome]:
     """Grades every submission of an assignment; returns ``{student: Outcome}``."""
     from rich.console import Console
     from rich.progress import Progress
 
-    course = Path(course)
+    from autograder import _sandbox
+
+    course = Path(course).resolve()
+    limits = limits or _sandbox.Limits()
+    workers = workers or os.cpu_count() or 1
+    console = Console()
+    started = time.monotonic()
+    level = _sandbox.isolation()
+    if show and level != "bubblewrap+cgroup":
+        console.print(f"[bold red]WARNING: submissions run WITHOUT full isolation ({level}). "
+                      "Install bubblewrap (Debian: apt-get install bubblewrap) and run as a "
+                      "user who may create cgroups; the wall clock and output caps still apply."
+                      "[/bold red]")
     ensure_in_gradebook(course, assignment)
     students = students if students is not None else submitted_students(course, assignment)
-    console = Console(stderr=False)
+    ledger = read_ledger(course, assignment)
     outcomes: dict[str, Outcome] = {}
-    started = time.monotonic()
+    to_run, to_record, done_before = [], [], 0
+    for s in students:
+        fp = fingerprint(course, assignment, s)
+        entry = ledger.get(s)
+        if not force and entry and entry.get("fingerprint") == fp:
+            known = Outcome(**{k: v for k, v in entry.items() if k in Outcome.__dataclass_fields__})
+            if entry.get("phase") == "recorded" or entry.get("reason") == "malformed":
+                outcomes[s] = known
+                done_before += 1
+                continue
+            if entry.get("phase") == "judged" and (grading_dir(course, assignment) / "bundles" / s).is_dir():
+                to_record.append(s)
+                outcomes[s] = known
+                continue
+        problem = preflight(course, assignment, s)
+        if problem:
+            outcomes[s] = Outcome(s, "attention", "malformed", problem, fingerprint=fp,
+                                  phase="recorded")
+            _write_ledger(course, assignment, {s: outcomes[s]})
+            continue
+        to_run.append((s, fp))
+    run_dir = grading_dir(course, assignment) / "staged" / uuid.uuid4().hex[:8]
     with Progress(console=console, disable=not show, transient=False) as progress:
-        task = progress.add_task(f"grading {assignment}", total=len(students))
-        with cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {pool.submit(grade_one, course, assignment, s): s for s in students}
-            for fut in cf.as_completed(futures):
-                student = futures[fut]
-                try:
-                    outcome = fut.result()
-                except Exception as err:  # noqa: BLE001 - a bug here must not lose the batch
-                    outcome = Outcome(student, "attention", "grading_failed", repr(err)[:500])
-                outcomes[student] = outcome
-                _write_ledger(course, assignment, {student: outcome})
+        if to_run:
+            reference = _reference(course, assignment, limits)
+            task = progress.add_task(f"grading {assignment}", total=len(to_run))
+            pool, client = _executor(workers, scheduler)
+            try:
+                futures = {}
+                for s, fp in to_run:
+                    futures[pool.submit(grade_task, _job(course, assignment, s, reference, limits))] = (s, fp)
+                for fut in cf.as_completed(futures):
+                    s, fp = futures[fut]
+                    try:
+                        result = fut.result()
+                        outcome = _judged_outcome(s, result, fp)
+                        _stage(course, assignment, run_dir, s, result)
+                        to_record.append(s)
+                    except Exception as err:  # noqa: BLE001 - a grader bug must not lose the batch
+                        outcome = Outcome(s, "attention", "grading_failed", repr(err)[:500],
+                                          fingerprint=fp, phase="recorded")
+                    outcomes[s] = outcome
+                    _write_ledger(course, assignment, {s: outcome})
+                    progress.advance(task)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+                if client is not None:
+                    client.close()
+        if to_record:
+            for s in to_record:  # resumed submissions: stage again from their bundles
+                if not (run_dir / "submitted" / s).exists():
+                    _restage(course, assignment, run_dir, s)
+            task = progress.add_task("recording in the gradebook", total=len(to_record))
+            recorded = _record(course, assignment, sorted(to_record), run_dir)
+            scores = _scores(course, assignment, sorted(recorded))
+            for s in to_record:
+                o = outcomes[s]
+                if s in recorded:
+                    o.score, o.max_score = scores[s]
+                    o.phase = "recorded"
+                else:
+                    o.status, o.reason, o.phase = "attention", "grading_failed", "recorded"
+                    o.detail = "nbgrader could not record this submission's grades"
+                _write_ledger(course, assignment, {s: o})
                 progress.advance(task)
+    shutil.rmtree(run_dir, ignore_errors=True)
     if show:
-        print_summary(console, assignment, outcomes, time.monotonic() - started)
+        print_summary(console, assignment, outcomes, time.monotonic() - started, level,
+                      resumed=done_before)
     return outcomes
 
 
-def print_summary(console, assignment: str, outcomes: dict[str, Outcome], seconds: float) -> None:
+def _restage(course: Path, assignment: str, run_dir: Path, student: str) -> None:
+    bundle_dir = grading_dir(course, assignment) / "bundles" / student
+    result = {"bundles": {}}
+    for name in _notebook_names(course, assignment):
+        result["bundles"][name] = json.loads((bundle_dir / f"{Path(name).stem}.json").read_text())
+    _stage(course, assignment, run_dir, student, result)
+
+
+def print_summary(console, assignment: str, outcomes: dict[str, Outcome], seconds: float,
+                  isolation: str = "", resumed: int = 0) -> None:
     from rich.table import Table
 
     table = Table(title=f"{assignment}: {len(outcomes)} submission(s) in {seconds:.1f} s")
@@ -209,6 +465,6 @@ def print_summary(console, assignment: str, outcomes: dict[str, Outcome], second
     attention = [o for o in outcomes.values() if o.status != "graded"]
     graded = len(outcomes) - len(attention)
     console.print(f"graded: {graded}   needs attention: {len(attention)}   "
-                  f"time: {seconds:.1f} s")
-    for o in attention:
+                  f"already done: {resumed}   time: {seconds:.1f} s   isolation: {isolation}")
+    for o in sorted(attention, key=lambda o: o.student):
         console.print(f"  NEEDS ATTENTION {o.student}: {o.reason} ({REASONS.get(o.reason, '')})")

@@ -1,0 +1,89 @@
+"""Runs inside the sandbox: executes one notebook with nbclient, cell by cell.
+
+Started as a script (``python _sandbox_child.py JOB_DIR CELL_TIMEOUT OUTPUT_BYTES``),
+not as ``-m autograder...``, so that it never imports the autograder package or JAX
+itself. It reads ``JOB_DIR/in.ipynb`` and writes ``JOB_DIR/out.ipynb`` plus a
+progress log ``JOB_DIR/progress.jsonl`` (one line per cell started and finished), so
+that the grader outside knows which cell was running when the sandbox was killed.
+
+Nothing written here is trusted: the student's kernel shares this sandbox and may
+have rewritten any of it. The grader treats every file as untrusted, size-capped data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+EXIT_OK, EXIT_TIMEOUT, EXIT_DIED, EXIT_FAILED, EXIT_FLOOD = 0, 3, 4, 5, 6
+
+
+def main() -> int:
+    job, cell_timeout, output_bytes = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    progress = open(os.path.join(job, "progress.jsonl"), "a", buffering=1)
+
+    def log(**event) -> None:
+        progress.write(json.dumps(event) + "\n")
+
+    class CappedClient(NotebookClient):
+        """Drops outputs past a byte budget while they stream, keeping one notice."""
+
+        streamed = 0
+        capped = False
+
+        def output(self, outs, msg, display_id, cell_index):
+            size = len(json.dumps(msg.get("content", {}), default=str))
+            self.streamed += size
+            if self.streamed > 20 * output_bytes:
+                # A flood, not a chatty cell: stop here; the grader kills the sandbox.
+                log(event="flood", cell=cell_index)
+                os._exit(EXIT_FLOOD)
+            if self.streamed > output_bytes:
+                if not self.capped:
+                    self.capped = True
+                    log(event="output_capped", cell=cell_index)
+                    outs.append(nbformat.v4.new_output(
+                        "stream", name="stderr",
+                        text=f"[output limit of {output_bytes} bytes reached: "
+                             "later output of this notebook was dropped]\n"))
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+
+    nb = nbformat.read(os.path.join(job, "in.ipynb"), as_version=4)
+    client = CappedClient(nb, timeout=cell_timeout, kernel_name="python3",
+                          allow_errors=True, interrupt_on_timeout=False,
+                          resources={"metadata": {"path": job}}, record_timing=False)
+    code = EXIT_OK
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            log(event="start", cell=index)
+            try:
+                client.execute_cell(cell, index)
+            except CellTimeoutError:
+                log(event="timeout", cell=index)
+                code = EXIT_TIMEOUT
+                break
+            except DeadKernelError:
+                log(event="died", cell=index)
+                code = EXIT_DIED
+                break
+            except Exception as err:  # noqa: BLE001 - reported, the grader decides
+                log(event="failed", cell=index, error=repr(err)[:500])
+                code = EXIT_FAILED
+                break
+            log(event="done", cell=index)
+        nbformat.write(nb, os.path.join(job, "out.ipynb"))
+        log(event="end", code=code)
+        # Never wait for a kernel that ignores shutdown: the grader kills the sandbox.
+        os._exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

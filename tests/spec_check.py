@@ -1,0 +1,83 @@
+"""Checks a module's trusted grading spec against its variants, without nbgrader.
+
+    .venv/bin/python -m tests.spec_check 02_vmap [--all-wrong]
+
+Runs, each in the sandbox: the source notebook (reference), the source again (every
+exercise must pass), a blank submission (every exercise must fail), and for variant
+index 0 and 1 all correct variants together (all pass) and all wrong variants
+together (every exercise that has one fails, the others pass). ``--all-wrong`` adds
+the other wrong variants (index 2 and up) one submission per index. Prints a table
+and exits 1 on any disagreement.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def check(assignment: str, *, all_wrong: bool = False, show=print) -> list[str]:
+    from autograder import _runner, _sandbox, _trusted
+
+    source = json.loads((ROOT / "source" / assignment / f"{assignment}.ipynb").read_text())
+    spec = _trusted.load_spec(assignment)
+    limits = _sandbox.Limits(cell_timeout=120, notebook_timeout=600)
+    start = time.monotonic()
+    reference = _runner.reference_results(source, spec, limits)
+    show(f"reference: {time.monotonic() - start:.1f} s")
+    solutions = _trusted.submitted_solutions(source)
+    stubs = {g: _runner.stub_source(s) for g, s in solutions.items()}
+    variants = importlib.import_module(f"tests.variants.{assignment}").VARIANTS
+    tests_of = {g: f"test_{g}" for g in solutions}
+    problems: list[str] = []
+
+    def run(label: str, chosen: dict[str, str], expect_fail: set[str]) -> None:
+        t = time.monotonic()
+        rebuilt = _trusted.rebuild(source, chosen, stubs)
+        bundle = _runner.run_rebuilt(rebuilt, spec, limits)
+        verdicts = _runner.judge_bundle(bundle, spec, reference)
+        bad = []
+        for test_id, verdict in verdicts.items():
+            should_fail = test_id in expect_fail
+            if verdict["passed"] == should_fail:
+                bad.append(test_id)
+                problems.append(f"{label}: {test_id} {'passed' if verdict['passed'] else 'failed'}"
+                                f" but should have {'failed' if should_fail else 'passed'}:\n"
+                                f"{verdict['message']}")
+        show(f"{label:<12} {time.monotonic() - t:6.1f} s  incidents={bundle['incidents']} "
+             f"{'OK' if not bad else 'DISAGREES: ' + ', '.join(bad)}")
+
+    run("source", solutions, set())
+    run("blank", {}, set(spec))
+    for index in (0, 1):
+        chosen = dict(solutions)
+        chosen.update({g: v["correct"][index] for g, v in variants.items() if len(v["correct"]) > index})
+        run(f"correct[{index}]", chosen, set())
+    most = max(len(v["wrong"]) for v in variants.values())
+    for index in range(most if all_wrong else min(2, most)):
+        chosen = dict(solutions)
+        wrong = {g: v["wrong"][index][1] for g, v in variants.items() if len(v["wrong"]) > index}
+        chosen.update(wrong)
+        run(f"wrong[{index}]", chosen, {tests_of[g] for g in wrong})
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("assignment")
+    parser.add_argument("--all-wrong", action="store_true")
+    args = parser.parse_args()
+    problems = check(args.assignment, all_wrong=args.all_wrong)
+    for p in problems:
+        print("\n" + p)
+    print(f"\n{len(problems)} disagreement(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
