@@ -155,6 +155,7 @@ class Job:
     submissions: dict  # notebook name -> submitted notebook JSON
     reference: dict  # notebook name -> {probe file: hex}
     limits: dict
+    specs_dir: str | None = None
 
 
 def grade_task(job: Job) -> dict:
@@ -162,7 +163,7 @@ def grade_task(job: Job) -> dict:
     from autograder import _runner, _sandbox, _trusted
 
     start = time.monotonic()
-    spec = _trusted.load_spec(job.assignment)
+    spec = _trusted.load_spec(job.assignment, job.specs_dir)
     limits = _sandbox.Limits(**job.limits)
     bundles, solutions_seen = {}, {}
     for name, source in job.sources.items():
@@ -172,8 +173,7 @@ def grade_task(job: Job) -> dict:
                      for t in nb_spec}
         own = _trusted.submitted_solutions(source)
         stubs = {g: _runner.stub_source(s) for g, s in own.items()}
-        solutions = _trusted.submitted_solutions(job.submissions[name])
-        solutions = {g: s for g, s in solutions.items() if g in own}
+        solutions = _trusted.submitted_solutions(job.submissions[name], wanted=set(own))
         solutions_seen.update(solutions)
         rebuilt = _trusted.rebuild(source, solutions, stubs)
         bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits)
@@ -190,15 +190,15 @@ def grade_task(job: Job) -> dict:
             "seconds": time.monotonic() - start}
 
 
-def _reference(course: Path, assignment: str, limits) -> dict[str, dict]:
+def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[str, dict]:
     """Probe results of the source notebooks, computed once and cached on disk."""
     from autograder import _probe, _runner, _trusted
 
-    spec = _trusted.load_spec(assignment)
+    spec = _trusted.load_spec(assignment, specs_dir)
     out = {}
     for name in _notebook_names(course, assignment):
         path = Path(course) / "source" / assignment / name
-        key = _runner.digest(path.read_bytes(), (_trusted.SPECS / f"{assignment}.py").read_bytes(),
+        key = _runner.digest(path.read_bytes(), _trusted.spec_path(assignment, specs_dir).read_bytes(),
                              Path(_probe.__file__).read_bytes(), json.dumps(dataclasses.asdict(limits)))
         cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
         cached = _runner.read_json(cache)
@@ -318,17 +318,23 @@ def _executor(workers: int, scheduler: str | None):
 
         client = Client(scheduler, timeout="30s")
         return client.get_executor(pure=False), client
-    return cf.ProcessPoolExecutor(max_workers=workers), None
+    import multiprocessing
+
+    # spawn: the grader holds threads (progress bar, executors); forking it is unsafe.
+    return cf.ProcessPoolExecutor(max_workers=workers,
+                                  mp_context=multiprocessing.get_context("spawn")), None
 
 
-def _job(course: Path, assignment: str, student: str, reference: dict, limits) -> Job:
+def _job(course: Path, assignment: str, student: str, reference: dict, limits,
+         specs_dir=None) -> Job:
     folder = Path(course) / "submitted" / student / assignment
     names = _notebook_names(course, assignment)
     return Job(
         assignment=assignment, student=student,
         sources={n: json.loads((Path(course) / "source" / assignment / n).read_text()) for n in names},
         submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
-        reference=reference, limits=dataclasses.asdict(limits))
+        reference=reference, limits=dataclasses.asdict(limits),
+        specs_dir=str(specs_dir) if specs_dir else None)
 
 
 def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
@@ -348,7 +354,8 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
 
 def grade_assignment(course: Path, assignment: str, *, workers: int | None = None,
                      scheduler: str | None = None, students: list[str] | None = None,
-                     force: bool = False, show: bool = True, limits=None) -> dict[str, Outcome]:
+                     force: bool = False, show: bool = True, limits=None,
+                     specs_dir: str | Path | None = None) -> dict[str, Outcome]:
     """Grades every submission of an assignment; returns ``{student: Outcome}``."""
     from rich.console import Console
     from rich.progress import Progress
@@ -394,13 +401,13 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
     run_dir = grading_dir(course, assignment) / "staged" / uuid.uuid4().hex[:8]
     with Progress(console=console, disable=not show, transient=False) as progress:
         if to_run:
-            reference = _reference(course, assignment, limits)
+            reference = _reference(course, assignment, limits, specs_dir)
             task = progress.add_task(f"grading {assignment}", total=len(to_run))
             pool, client = _executor(workers, scheduler)
             try:
                 futures = {}
                 for s, fp in to_run:
-                    futures[pool.submit(grade_task, _job(course, assignment, s, reference, limits))] = (s, fp)
+                    futures[pool.submit(grade_task, _job(course, assignment, s, reference, limits, specs_dir))] = (s, fp)
                 for fut in cf.as_completed(futures):
                     s, fp = futures[fut]
                     try:

@@ -254,7 +254,10 @@ def run_notebook(nb: dict, *, limits: Limits = Limits(), collect: tuple[str, ...
     start = time.monotonic()
     level = isolation()
     shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
-    job = Path(tempfile.mkdtemp(prefix="jaxcourse-job-", dir=shm))
+    # JAXCOURSE_JOB_TAG names a batch's job folders and cgroups (tests look for leftovers).
+    tag = "".join(ch for ch in os.environ.get("JAXCOURSE_JOB_TAG", "") if ch.isalnum())[:32]
+    job = Path(tempfile.mkdtemp(prefix=f"jaxcourse-job-{tag}-" if tag else "jaxcourse-job-",
+                                dir=shm))
     os.chmod(job, 0o700)
     (job / "in.ipynb").write_text(json.dumps(nb))
     for name, data in (extra_files or {}).items():

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import importlib.util
 import io
 import json
@@ -60,7 +59,23 @@ class Probe:
 
     @property
     def label(self) -> str:
-        return self.name or self.expr
+        """What feedback calls the probe: its name, or the call without its arguments.
+
+        >>> Probe("newton_step(_rosen, jnp.array([1.0, 2.0]))").label
+        'newton_step(...)'
+        >>> Probe("jax.grad(td_loss)(*_args)").label
+        'jax.grad(td_loss)(...)'
+        """
+        if self.name:
+            return self.name
+        expr = self.expr.strip()
+        if expr.endswith(")"):
+            depth = 0
+            for i in range(len(expr) - 1, -1, -1):
+                depth += {")": 1, "(": -1}.get(expr[i], 0)
+                if depth == 0:
+                    return expr[:i] + "(...)"
+        return expr
 
 
 @dataclasses.dataclass
@@ -71,9 +86,13 @@ class Verdict:
 
 # ---------------------------------------------------------------- specs
 
-def load_spec(assignment: str) -> dict[str, list[Probe]]:
+def spec_path(assignment: str, specs_dir: str | Path | None = None) -> Path:
+    return Path(specs_dir or SPECS) / f"{assignment}.py"
+
+
+def load_spec(assignment: str, specs_dir: str | Path | None = None) -> dict[str, list[Probe]]:
     """``{test grade_id: [Probe, ...]}`` from ``autograder/specs/<assignment>.py``."""
-    path = SPECS / f"{assignment}.py"
+    path = spec_path(assignment, specs_dir)
     if not path.exists():
         raise FileNotFoundError(f"no grading spec for {assignment}: expected {path}")
     module_spec = importlib.util.spec_from_file_location(f"_jaxcourse_spec_{assignment}", path)
@@ -82,14 +101,13 @@ def load_spec(assignment: str) -> dict[str, list[Probe]]:
     return module.PROBES
 
 
-def spec_digest(assignment: str) -> str:
-    return hashlib.sha256((SPECS / f"{assignment}.py").read_bytes()).hexdigest()[:16]
-
-
 # ---------------------------------------------------------------- notebooks
 
 def _meta(cell) -> dict:
-    return (cell.get("metadata", {}) or {}).get("nbgrader", {}) or {}
+    """The nbgrader metadata of a cell; ``{}`` when absent or malformed."""
+    md = cell.get("metadata") if isinstance(cell, dict) else None
+    nbg = md.get("nbgrader") if isinstance(md, dict) else None
+    return nbg if isinstance(nbg, dict) else {}
 
 
 def is_solution(cell) -> bool:
@@ -106,14 +124,22 @@ def _text(source) -> str:
     return "".join(source) if isinstance(source, list) else str(source or "")
 
 
-def submitted_solutions(submission: dict | None) -> dict[str, str]:
-    """``{grade_id: source}`` of the solution cells of a submission (first one wins)."""
+def submitted_solutions(submission: dict | None, wanted=None) -> dict[str, str]:
+    """``{grade_id: source}`` of the solution cells of a submission (first one wins).
+
+    With ``wanted`` (the source's solution ids), a cell counts by its grade_id alone:
+    a submission that flips a cell's flags in its metadata still has that cell read.
+    """
     found: dict[str, str] = {}
-    for cell in (submission or {}).get("cells", []) if isinstance(submission, dict) else []:
-        if isinstance(cell, dict) and is_solution(cell):
-            gid = _meta(cell).get("grade_id")
-            if isinstance(gid, str) and gid not in found:
-                found[gid] = _text(cell.get("source"))
+    cells = submission.get("cells", []) if isinstance(submission, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        gid = _meta(cell).get("grade_id")
+        if not isinstance(gid, str) or gid in found:
+            continue
+        if (gid in wanted) if wanted is not None else is_solution(cell):
+            found[gid] = _text(cell.get("source"))
     return found
 
 
@@ -208,7 +234,7 @@ def _value(leaves: list) -> object:
 
 def judge_probe(probe: Probe, got: dict | None, expected: dict) -> str | None:
     """Returns the teaching message of a failed probe, or None when it passes."""
-    label = f"`{probe.label}` (on the grader's own inputs)"
+    label = f"{probe.label} on the grader's inputs"
     teach = dict(section=probe.section)
     if got is None:
         return format_failure(f"{label}: no result came back", **teach)

@@ -1,0 +1,243 @@
+"""The adversarial corpus: submissions of ``00_corpus`` and what must become of each.
+
+Each case replaces the solution cells (``add``/``norm2``; None keeps a correct
+answer) and may rewrite the notebook or the submission folder. ``expect`` is the
+outcome: status, the reason codes allowed, and the score (None: no score, the
+submission could not be graded). Placeholders in code: ``{course}`` (the course
+folder on the host), ``{specs}`` (the grader's spec folder), ``{port}`` (a TCP server the test runs on the host's
+127.0.0.1), ``{marker}`` (a unique string the test looks for afterwards).
+"""
+from __future__ import annotations
+
+import json
+
+ADD = "def add(x, y):\n    return x + y\n"
+NORM2 = "def norm2(x):\n    return jnp.sqrt(jnp.sum(x ** 2))\n"
+WRONG_ADD = "def add(x, y):\n    return x - y\n"
+WRONG_NORM2 = "def norm2(x):\n    return jnp.sum(jnp.abs(x))\n"
+BLANK = "BLANK"
+
+# A wrong add that would turn right only if the sandbox let it read a file.
+_READ_THEN_CHEAT = ("def add(x, y):\n"
+                    "    try:\n"
+                    "        open({path!r}, 'rb').read(10)\n"
+                    "        return x + y\n"
+                    "    except Exception:\n"
+                    "        return x - y\n")
+
+
+def _case(name, what, *, add=None, norm2=None, mutate=None, expect):
+    return {"name": name, "what": what, "add": add, "norm2": norm2, "mutate": mutate,
+            "expect": expect}
+
+
+def graded(score, *reasons):
+    """Graded with this score (or one of a set); with reasons, also needing attention."""
+    if reasons:
+        return {"status": "attention", "reasons": set(reasons), "score": score}
+    return {"status": "graded", "reasons": {""}, "score": score}
+
+
+def attention(*reasons):
+    return {"status": "attention", "reasons": set(reasons), "score": None}
+
+
+CASES = [
+    # Honest submissions: scores as plain nbgrader gives them.
+    _case("honest_full", "correct answers", expect=graded(2)),
+    _case("honest_blank", "the release notebook, untouched", add=BLANK, norm2=BLANK,
+          expect=graded(0)),
+    _case("honest_partial", "one right, one wrong", norm2=WRONG_NORM2, expect=graded(1)),
+    _case("honest_warning", "correct, but warns and writes to stderr",
+          add="import warnings, sys\n"
+              "def add(x, y):\n"
+              "    warnings.warn('this is fine', UserWarning)\n"
+              "    print('debug output', file=sys.stderr)\n"
+              "    return x + y\n",
+          expect=graded(2)),
+    _case("honest_float64", "correct, asks for float64 (JAX warns and truncates)",
+          add="def add(x, y):\n    return jnp.asarray(x, jnp.float64) + y\n", expect=graded(2)),
+    _case("honest_syntax_error", "a syntax error in one solution", add="def add(x, y)\n    return x\n",
+          expect=graded(1)),
+    _case("honest_big_output", "prints 3 MB once, then answers correctly",
+          add="print('x' * 3_000_000)\n" + ADD, expect=graded(2)),
+    _case("honest_slow", "correct but takes a few seconds", add="import time\ntime.sleep(3)\n" + ADD,
+          expect=graded(2)),
+    # Crashes.
+    _case("crash_os_exit", "os._exit while the cell runs", add="import os\nos._exit(3)\n",
+          expect=graded(1, "kernel_died")),
+    _case("crash_os_exit_in_call", "os._exit when the grader calls add",
+          add="import os\ndef add(x, y):\n    os._exit(1)\n", expect=graded(1, "kernel_died")),
+    _case("crash_segfault", "a segfault through ctypes",
+          add="import ctypes\nctypes.string_at(0)\n", expect=graded(1, "kernel_died")),
+    _case("crash_kill_kernel", "the kernel kills itself with SIGKILL",
+          add="import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+          expect=graded(1, "kernel_died")),
+    _case("crash_kill_runner", "kills the process that drives the kernel",
+          add="import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + ADD,
+          expect=graded(1, "kernel_died")),
+    # Hangs.
+    _case("hang_loop", "an endless loop", add="while True:\n    pass\n", expect=graded(1, "timeout")),
+    _case("hang_ignores_interrupt", "an endless loop that ignores SIGINT",
+          add="import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n",
+          expect=graded(1, "timeout")),
+    _case("hang_in_call", "add sleeps forever when the grader calls it",
+          add="import time\ndef add(x, y):\n    time.sleep(10_000)\n",
+          expect=graded(1, "timeout")),
+    # Resource bombs.
+    _case("bomb_memory", "allocates far more memory than allowed",
+          add="import numpy as _np\n_blocks = [_np.ones(2**27) for _ in range(100)]\n",
+          expect=graded(1, "out_of_memory", "kernel_died")),
+    _case("bomb_fork", "a fork bomb",
+          add="import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+          expect=graded(1, "timeout", "kernel_died", "out_of_memory")),
+    _case("bomb_output", "prints without end", add="while True:\n    print('spam ' * 1000)\n",
+          expect=graded(1, "output_flood", "timeout")),
+    _case("bomb_disk", "writes files until the disk is full",
+          add="_i = 0\nwhile True:\n    open(f'fill{_i}', 'wb').write(b'0' * 2**24)\n    _i += 1\n",
+          expect=graded(1, "out_of_memory", "kernel_died")),
+    _case("bomb_threads", "starts threads without end",
+          add="import threading, time\nwhile True:\n"
+              "    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n",
+          # Thousands of sleeping threads stay in the kernel and can starve the
+          # cells after the bomb too (XLA cannot start its threads): 0 or 1.
+          expect=graded({0, 1}, "kernel_died", "timeout", "out_of_memory")),
+    # Escapes: processes, network, files.
+    _case("escape_background", "starts processes meant to outlive the kernel",
+          add="import os, subprocess\n"
+              "subprocess.Popen(['sleep', '{marker}'])\n"
+              "if os.fork() == 0:\n"
+              "    os.setsid()\n"
+              "    if os.fork() == 0:\n"
+              "        os.execvp('sleep', ['sleep', '{marker}'])\n"
+              "    os._exit(0)\n" + ADD,
+          expect=graded(2, "tampering_suspected")),
+    _case("escape_network", "connects to the grader's loopback and the internet",
+          add="import socket\n"
+              "for _host in [('127.0.0.1', {port}), ('1.1.1.1', 80)]:\n"
+              "    try:\n"
+              "        socket.create_connection(_host, timeout=2).sendall(b'{marker}')\n"
+              "    except OSError:\n"
+              "        pass\n" + ADD,
+          expect=graded(2, "tampering_suspected")),
+    _case("escape_read_source", "reads the instructor's source notebook",
+          add=_READ_THEN_CHEAT.format(path="{course}/source/00_corpus/00_corpus.ipynb"),
+          expect=graded(1)),
+    _case("escape_read_gradebook", "reads the gradebook",
+          add=_READ_THEN_CHEAT.format(path="{course}/gradebook.db"), expect=graded(1)),
+    _case("escape_read_other", "reads another student's submission",
+          add=_READ_THEN_CHEAT.format(path="{course}/submitted/honest_full/00_corpus/00_corpus.ipynb"),
+          expect=graded(1)),
+    _case("escape_read_specs", "reads the grader's probe specs",
+          add=_READ_THEN_CHEAT.format(path="{specs}/01_grad.py"),
+          expect=graded(1, "tampering_suspected")),
+    _case("escape_write", "writes into the course, its home and /tmp of the host",
+          add="for _p in ['{course}/{marker}', '{course}/autograded/{marker}', '/tmp/{marker}',\n"
+              "           '/root/{marker}']:\n"
+              "    try:\n"
+              "        open(_p, 'w').write('pwned')\n"
+              "    except OSError:\n"
+              "        pass\n" + ADD,
+          expect=graded(2)),
+    # Tampering with the checks, the libraries, the test cells, the outputs.
+    _case("tamper_checks", "disables the autograder's checks, answers wrong",
+          add="import autograder\n"
+              "autograder.assert_matches_reference = lambda *a, **k: None\n" + WRONG_ADD,
+          norm2="import autograder._numeric\n"
+                "autograder._numeric.assert_matches_reference = lambda *a, **k: None\n"
+                "assert_matches_reference = lambda *a, **k: None\n" + WRONG_NORM2,
+          expect=graded(0, "tampering_suspected")),
+    _case("tamper_numpy", "makes numpy and jnp comparisons always succeed, answers wrong",
+          add="import numpy\nnumpy.allclose = lambda *a, **k: True\nnumpy.isclose = lambda *a, **k: True\n"
+              "jnp.allclose = lambda *a, **k: True\n" + WRONG_ADD, expect=graded(1)),
+    _case("tamper_equal_anything", "returns an object equal to anything",
+          add="class _Any:\n    __eq__ = lambda s, o: True\n    __array__ = None\n"
+              "def add(x, y):\n    return _Any()\n", expect=graded(1)),
+    _case("tamper_probe", "replaces the grader's probe runner with one that fakes results",
+          add="import autograder._probe as _p, json, os\n"
+              "def _fake(test_id, probes, ns):\n"
+              "    os.makedirs('probe', exist_ok=True)\n"
+              "    json.dump({'probes': [{'ok': True, 'tree': 'PyTreeDef(*)', 'leaves': "
+              "[{'path': '', 'kind': 'json', 'value': 1.0}]}]}, open(f'probe/{test_id}.json', 'w'))\n"
+              "    open(f'probe/{test_id}.npz', 'wb').write(b'')\n"
+              "_p.run = _fake\n" + WRONG_ADD,
+          expect=graded(0, "tampering_suspected")),
+    _case("tamper_ipython", "rewrites every later cell through IPython's input transformers",
+          add="get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n" + WRONG_ADD,
+          expect=graded(0, "tampering_suspected")),
+    _case("tamper_test_cells", "edits the locked test cells to pass, answers wrong",
+          add=WRONG_ADD, norm2=WRONG_NORM2, mutate="edit_tests", expect=graded(0)),
+    _case("tamper_outputs_and_metadata", "fakes passing outputs, points and cell types",
+          add=WRONG_ADD, mutate="fake_outputs", expect=graded(1)),
+    _case("tamper_kernel", "asks for another kernel in its metadata", mutate="kernelspec",
+          expect=graded(2)),
+    _case("tamper_extra_files", "ships autograder.py and jax.py beside the notebook",
+          add=WRONG_ADD, mutate="shadow_files", expect=graded(1)),
+    # Malformed submissions.
+    _case("malformed_duplicate_cells", "a graded cell twice (first copy wrong)",
+          mutate="duplicate_solution", expect=graded(1)),
+    _case("malformed_deleted_cells", "the norm2 cells deleted", mutate="delete_norm2",
+          expect=graded(1)),
+    _case("malformed_truncated", "a truncated upload", mutate="truncate", expect=attention("malformed")),
+    _case("malformed_not_a_notebook", "valid JSON, not a notebook", mutate="not_notebook",
+          expect=attention("malformed")),
+    _case("malformed_oversized", "a 21 MB notebook", mutate="oversize", expect=attention("malformed")),
+    _case("malformed_missing", "an empty submission folder", mutate="missing",
+          expect=attention("malformed")),
+    _case("malformed_binary", "bytes that are not UTF-8", mutate="binary", expect=attention("malformed")),
+]
+
+
+# ---------------------------------------------------------------- mutations
+
+def _cells(nb, gid):
+    return [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid]
+
+
+def mutate(name: str, nb: dict, folder) -> str | bytes | None:
+    """Applies a mutation; returns the file content to write (None: nothing)."""
+    if name == "edit_tests":
+        for c in nb["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("grade"):
+                c["source"] = "pass\n"
+    elif name == "fake_outputs":
+        for c in nb["cells"]:
+            meta = c["metadata"].get("nbgrader", {})
+            if meta.get("grade"):
+                meta["points"] = 100
+                c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "all passed\n"}]
+                c["execution_count"] = 3
+            if meta.get("solution"):
+                meta["solution"] = False
+        nb["metadata"]["faked"] = True
+    elif name == "kernelspec":
+        nb["metadata"]["kernelspec"] = {"name": "evil", "display_name": "Evil", "language": "python"}
+    elif name == "shadow_files":
+        (folder / "autograder.py").write_text("def assert_matches_reference(*a, **k):\n    pass\n")
+        (folder / "jax.py").write_text("raise SystemExit('shadowed')\n")
+    elif name == "duplicate_solution":
+        first = _cells(nb, "corpus_add")[0]
+        index = nb["cells"].index(first)
+        copy = json.loads(json.dumps(first))
+        copy["source"] = WRONG_ADD
+        copy.pop("id", None)
+        nb["cells"].insert(index, copy)
+        nb["nbformat_minor"] = 4
+        for c in nb["cells"]:
+            c.pop("id", None)
+    elif name == "delete_norm2":
+        nb["cells"] = [c for c in nb["cells"] if "norm2" not in
+                       c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")]
+    elif name == "truncate":
+        text = json.dumps(nb)
+        return text[: len(text) // 2]
+    elif name == "not_notebook":
+        return json.dumps({"cells": "none", "hello": [1, 2, 3]})
+    elif name == "oversize":
+        nb["cells"][-1]["outputs"] = [{"output_type": "stream", "name": "stdout",
+                                       "text": "x" * 21_000_000}]
+    elif name == "missing":
+        return b""
+    elif name == "binary":
+        return b"\xff\xfe\x00garbage" * 100
+    return None

@@ -1,0 +1,192 @@
+"""The adversarial corpus (tests/corpus/cases.py) through the real pipeline.
+
+One batch holds every case: bubblewrap sandboxes on two local workers, trusted
+judging, nbgrader recording into a SQLite gradebook. Every case must end as its
+expectation says, the honest ones with the scores plain serial ``nbgrader
+autograde`` gives (cell by cell), and nothing may be left behind: no process, no
+cgroup, no job folder, no file written outside the sandbox, no network connection.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import _sandbox
+from autograder._course import run_nbgrader
+from autograder._pipeline import grade_assignment, read_ledger
+from autograder._submission import build_submission
+from autograder._trusted import SPECS
+from tests.corpus import assignment
+from tests.corpus.cases import BLANK, CASES, mutate
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("corpus")]
+
+LIMITS = _sandbox.Limits(cell_timeout=10, notebook_timeout=120, memory_mb=1024)
+HONEST = ["honest_full", "honest_blank", "honest_partial", "honest_warning", "honest_float64",
+          "honest_syntax_error"]
+
+
+class _Listener:
+    """A TCP server on the host's loopback that records any connection."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.connections += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def _build_class(course: Path, marker: str, port: int) -> None:
+    release = nbformat.read(str(course / "release" / assignment.NAME / f"{assignment.NAME}.ipynb"),
+                            as_version=4)
+    fill = {"{course}": str(course), "{port}": str(port), "{marker}": marker,
+            "{specs}": str(SPECS)}
+    for case in CASES:
+        replacements = {}
+        for gid, key, correct in (("corpus_add", "add", "def add(x, y):\n    return x + y\n"),
+                                  ("corpus_norm2", "norm2",
+                                   "def norm2(x):\n    return jnp.sqrt(jnp.sum(x ** 2))\n")):
+            code = case[key]
+            if code == BLANK:
+                continue
+            code = code or correct
+            for k, v in fill.items():
+                code = code.replace(k, v)
+            replacements[gid] = code
+        nb = json.loads(nbformat.writes(build_submission(release, replacements=replacements)))
+        folder = course / "submitted" / case["name"] / assignment.NAME
+        folder.mkdir(parents=True, exist_ok=True)
+        content = mutate(case["mutate"], nb, folder) if case["mutate"] else None
+        target = folder / f"{assignment.NAME}.ipynb"
+        if content is None:
+            target.write_text(json.dumps(nb))
+        elif content != b"":
+            (target.write_bytes if isinstance(content, bytes) else target.write_text)(content)
+
+
+def _cell_scores(course: Path, student: str) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    from autograder._course import nbgrader_db_url
+
+    with Gradebook(nbgrader_db_url(course)) as gb:
+        sub = gb.find_submission_notebook(assignment.NAME, assignment.NAME, student)
+        return {g.name: g.score for g in sub.grades}
+
+
+def _leftovers(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    found.append(f"process {proc.name}")
+            except OSError:
+                pass
+    tag = marker.replace(".", "")
+    for controller in ("memory", "pids"):
+        base = Path("/sys/fs/cgroup") / controller / "jaxcourse"
+        if base.is_dir():
+            found += [f"cgroup {p}" for p in base.glob(f"jaxcourse-job-{tag}-*")]
+    found += [f"job folder {p}" for p in Path("/dev/shm").glob(f"jaxcourse-job-{tag}-*")]
+    return found
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    course = tmp_path_factory.mktemp("corpus")
+    shutil.copy(Path(__file__).resolve().parents[1] / "nbgrader_config.py", course)
+    assignment.write_source(course)
+    run_nbgrader(["generate_assignment", assignment.NAME, "--force"], cwd=course)
+    marker = f"9{uuid.uuid4().int % 10**8}.5"  # a number: it doubles as `sleep`'s argument
+    listener = _Listener()
+    os.environ["JAXCOURSE_JOB_TAG"] = marker.replace(".", "")  # spawned workers inherit it
+    try:
+        _build_class(course, marker, listener.port)
+        outcomes = grade_assignment(course, assignment.NAME, workers=2, limits=LIMITS,
+                                    specs_dir=assignment.SPECS, show=True)
+    finally:
+        listener.close()
+        del os.environ["JAXCOURSE_JOB_TAG"]
+    return course, outcomes, marker, listener
+
+
+def test_the_corpus_is_large_enough():
+    assert len(CASES) >= 30
+    assert len({c["name"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_case_outcome(corpus, case):
+    course, outcomes, _, _ = corpus
+    outcome = outcomes[case["name"]]
+    expect = case["expect"]
+    summary = f"{case['what']}: got {outcome}"
+    assert outcome.status == expect["status"], summary
+    assert outcome.reason in expect["reasons"], summary
+    scores = expect["score"] if isinstance(expect["score"], set) else {expect["score"]}
+    assert outcome.score in scores, summary
+    if expect["score"] is not None:
+        assert outcome.max_score == 2, summary
+    ledger = read_ledger(course, assignment.NAME)
+    assert ledger[case["name"]]["status"] == outcome.status
+
+
+def test_nothing_left_behind(corpus):
+    course, _, marker, listener = corpus
+    assert _leftovers(marker) == []
+    assert listener.connections == 0
+    for path in (course / marker, course / "autograded" / marker, Path("/tmp") / marker,
+                 Path("/root") / marker):
+        assert not path.exists(), path
+
+
+def test_honest_scores_equal_plain_nbgrader(corpus, tmp_path):
+    """Plain serial `nbgrader autograde` on a copy gives the same cell scores."""
+    course, outcomes, _, _ = corpus
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(course / "nbgrader_config.py", plain)
+    shutil.copytree(course / "source", plain / "source")
+    run_nbgrader(["generate_assignment", assignment.NAME, "--force"], cwd=plain)
+    for student in HONEST:
+        shutil.copytree(course / "submitted" / student, plain / "submitted" / student)
+        run_nbgrader(["autograde", assignment.NAME, "--student", student], cwd=plain)
+        assert _cell_scores(plain, student) == _cell_scores(course, student), student
+        assert outcomes[student].status == "graded"
+
+
+def test_a_second_run_regrades_nothing(corpus):
+    course, before, _, _ = corpus
+    after = grade_assignment(course, assignment.NAME, workers=2, limits=LIMITS,
+                             specs_dir=assignment.SPECS, show=False)
+    for name, outcome in before.items():
+        assert after[name].score == outcome.score and after[name].reason == outcome.reason
+        assert after[name].seconds == outcome.seconds  # read from the ledger, not re-run
