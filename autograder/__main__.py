@@ -6,7 +6,8 @@
   export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
   submission A --student S   build a submission from the release notebook
   demo [--dir demo]          the instructor's whole job on a sample class
-  bench [A...]               student run time of every module (make bench)
+  bench [A...] [--parts student grading scale] [--size 24]
+                             student run time; plain nbgrader vs pipeline; scale
 """
 from __future__ import annotations
 
@@ -73,8 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         from autograder._bench import main as bench_main
 
         parser.add_argument("assignments", nargs="*")
+        parser.add_argument("--parts", nargs="+", default=["student", "grading", "scale"],
+                            choices=["student", "grading", "scale"])
+        parser.add_argument("--size", type=int, default=24, help="submissions per class")
+        parser.add_argument("--scale-module", default="01_grad")
         args = parser.parse_args(rest)
-        return bench_main(args.assignments or _assignments(root))
+        return bench_main(args.assignments or _assignments(root), parts=tuple(args.parts),
+                          size=args.size, scale_module=args.scale_module)
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2
 

@@ -67,6 +67,11 @@ def grading_dir(course: Path, assignment: str) -> Path:
     return Path(course) / "autograded" / ".grading" / assignment
 
 
+def cache_dir(course: Path, assignment: str) -> Path:
+    """JAX's persistent compilation cache: written by the reference run only."""
+    return grading_dir(course, assignment) / "jaxcache"
+
+
 def ledger_path(course: Path, assignment: str) -> Path:
     return grading_dir(course, assignment) / "ledger.json"
 
@@ -156,6 +161,7 @@ class Job:
     reference: dict  # notebook name -> {probe file: hex}
     limits: dict
     specs_dir: str | None = None
+    cache: str | None = None  # JAX compilation cache the reference run filled
 
 
 def grade_task(job: Job) -> dict:
@@ -176,7 +182,8 @@ def grade_task(job: Job) -> dict:
         solutions = _trusted.submitted_solutions(job.submissions[name], wanted=set(own))
         solutions_seen.update(solutions)
         rebuilt = _trusted.rebuild(source, solutions, stubs)
-        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits)
+        cache = Path(job.cache) if job.cache and Path(job.cache).is_dir() else None
+        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits, cache=cache)
         bundle["verdicts"] = _runner.judge_bundle(bundle, nb_spec, reference)
         missing = [t for t in tests_here if t not in nb_spec]
         for t in missing:
@@ -198,8 +205,10 @@ def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[st
     out = {}
     for name in _notebook_names(course, assignment):
         path = Path(course) / "source" / assignment / name
-        key = _runner.digest(path.read_bytes(), _trusted.spec_path(assignment, specs_dir).read_bytes(),
-                             Path(_probe.__file__).read_bytes(), json.dumps(dataclasses.asdict(limits)))
+        key = _runner.digest(path.read_bytes(),
+                             _trusted.spec_path(assignment, specs_dir).read_bytes(),
+                             Path(_probe.__file__).read_bytes(), Path(_trusted.__file__).read_bytes(),
+                             json.dumps(dataclasses.asdict(limits)))
         cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
         cached = _runner.read_json(cache)
         if cached is not None:
@@ -209,7 +218,11 @@ def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[st
         tests_here = {_trusted._meta(c).get("grade_id") for c in source["cells"] if _trusted.is_test(c)}
         nb_spec = {t: p for t, p in spec.items() if t in tests_here}
         rebuilt = _trusted.rebuild(source, _trusted.submitted_solutions(source), {})
-        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits)
+        compile_cache = cache_dir(course, assignment)
+        compile_cache.mkdir(parents=True, exist_ok=True)
+        compile_cache.chmod(0o700)
+        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits, cache=compile_cache,
+                                     cache_writable=True)
         if bundle["incidents"]:
             raise RuntimeError(f"source/{assignment}/{name} does not run cleanly in the sandbox: "
                                f"{bundle['incidents']}")
@@ -334,7 +347,8 @@ def _job(course: Path, assignment: str, student: str, reference: dict, limits,
         sources={n: json.loads((Path(course) / "source" / assignment / n).read_text()) for n in names},
         submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
         reference=reference, limits=dataclasses.asdict(limits),
-        specs_dir=str(specs_dir) if specs_dir else None)
+        specs_dir=str(specs_dir) if specs_dir else None,
+        cache=str(cache_dir(course, assignment)))
 
 
 def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:

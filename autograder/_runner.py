@@ -72,7 +72,8 @@ class Incident:
     detail: str
 
 
-def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits) -> dict:
+def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits, *,
+                cache: Path | None = None, cache_writable: bool = False) -> dict:
     """Runs a rebuilt notebook in the sandbox until it completes; returns a bundle.
 
     The bundle holds the outputs of every rebuilt cell, the raw probe files and
@@ -91,7 +92,8 @@ def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits) -> dict:
     while True:
         runs += 1
         nb = _trusted.sandbox_notebook(rebuilt, spec, skipped, skipped_probes)
-        result = _sandbox.run_notebook(nb, limits=limits, collect=_trusted.probe_files(spec))
+        result = _sandbox.run_notebook(nb, limits=limits, collect=_trusted.probe_files(spec),
+                                       cache=cache, cache_writable=cache_writable)
         peak = max(filter(None, [peak, result.peak_memory_mb]), default=None)
         capped = capped or result.output_capped
         if not result.failure:

@@ -173,7 +173,8 @@ def _package_dirs() -> list[Path]:
     return [Path(autograder.__file__).resolve().parent, Path(course.__file__).resolve().parent]
 
 
-def _bwrap_command(job: Path, limits: Limits) -> list[str]:
+def _bwrap_command(job: Path, limits: Limits, cache: Path | None = None,
+                   cache_writable: bool = False) -> list[str]:
     venv = Path(sys.prefix)
     python_home = Path(os.path.realpath(sys.base_prefix))
     cmd = [_bwrap() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
@@ -193,13 +194,15 @@ def _bwrap_command(job: Path, limits: Limits) -> list[str]:
     specs = _package_dirs()[0] / "specs"
     if specs.is_dir():
         cmd += ["--tmpfs", str(specs)]  # the trusted probe specs stay outside
+    if cache is not None:
+        cmd += ["--bind" if cache_writable else "--ro-bind", str(cache), str(cache)]
     cmd += ["--bind", str(job), str(job), "--chdir", str(job), "--clearenv"]
-    for key, value in _environment(job).items():
+    for key, value in _environment(job, cache).items():
         cmd += ["--setenv", key, value]
     return cmd
 
 
-def _environment(job: Path) -> dict[str, str]:
+def _environment(job: Path, cache: Path | None = None) -> dict[str, str]:
     venv_bin = str(Path(sys.prefix) / "bin")
     env = {
         "PATH": f"{venv_bin}:/usr/bin:/bin",
@@ -218,7 +221,13 @@ def _environment(job: Path) -> dict[str, str]:
         "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
-    for key in ("JAX_NUM_CPU_DEVICES", "JAX_COMPILATION_CACHE_DIR"):
+    if cache is not None:
+        # JAX's persistent compilation cache, filled by the reference run: the
+        # notebook's own cells compile the same programs for every submission.
+        env.update(JAX_COMPILATION_CACHE_DIR=str(cache),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    for key in ("JAX_NUM_CPU_DEVICES",):
         if os.environ.get(key):
             env[key] = os.environ[key]
     return env
@@ -249,7 +258,8 @@ def _progress(job: Path, limit: int) -> list[dict]:
 
 
 def run_notebook(nb: dict, *, limits: Limits = Limits(), collect: tuple[str, ...] = (),
-                 extra_files: dict[str, bytes] | None = None) -> RunResult:
+                 extra_files: dict[str, bytes] | None = None, cache: Path | None = None,
+                 cache_writable: bool = False) -> RunResult:
     """Executes ``nb`` in a fresh sandbox; returns its outputs and collected files."""
     start = time.monotonic()
     level = isolation()
@@ -267,9 +277,9 @@ def run_notebook(nb: dict, *, limits: Limits = Limits(), collect: tuple[str, ...
              str(limits.output_bytes)]
     if "NO-SANDBOX" in level:
         command = inner
-        env = _environment(job)
+        env = _environment(job, cache)
     else:
-        command = _bwrap_command(job, limits) + inner
+        command = _bwrap_command(job, limits, cache, cache_writable) + inner
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     if cgroup:
         command = cgroup.enter_command() + command

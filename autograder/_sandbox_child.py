@@ -56,7 +56,7 @@ def main() -> int:
     nb = nbformat.read(os.path.join(job, "in.ipynb"), as_version=4)
     client = CappedClient(nb, timeout=cell_timeout, kernel_name="python3",
                           allow_errors=True, interrupt_on_timeout=False,
-                          resources={"metadata": {"path": job}}, record_timing=False)
+                          resources={"metadata": {"path": job}}, record_timing=True)
     code = EXIT_OK
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):

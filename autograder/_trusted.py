@@ -159,14 +159,29 @@ def rebuild(source_nb: dict, solutions: dict[str, str], stubs: dict[str, str]) -
     return nb
 
 
+def is_try_it(cells: list, index: int) -> bool:
+    """A plain code cell right after a solution cell: where students try their code."""
+    cell = cells[index]
+    return (index > 0 and cell.get("cell_type") == "code" and not _meta(cell)
+            and is_solution(cells[index - 1]))
+
+
 def sandbox_notebook(rebuilt: dict, spec: dict[str, list[Probe]],
                      skipped: dict[int, str] | None = None,
-                     skipped_probes: set[str] = frozenset()) -> dict:
-    """What runs in the sandbox: hidden tests cut out, probe cells appended."""
+                     skipped_probes: set[str] = frozenset(), lean: bool = True) -> dict:
+    """What runs in the sandbox: no hidden tests, probe cells appended.
+
+    ``lean`` (the default) also leaves out what grading does not need: the visible
+    tests (the verdicts replace them in feedback) and the try-it cells. Lessons,
+    the setup and the solutions run as the student ran them.
+    """
     nb = copy.deepcopy(rebuilt)
-    for index, cell in enumerate(nb["cells"]):
+    cells = nb["cells"]
+    for index, cell in enumerate(cells):
         if is_test(cell):
-            cell["source"] = _HIDDEN.sub("", _text(cell["source"]))
+            cell["source"] = "" if lean else _HIDDEN.sub("", _text(cell["source"]))
+        elif lean and is_try_it(cells, index):
+            cell["source"] = ""
         if skipped and index in skipped:
             cell["source"] = f"# not run by the grader: {skipped[index]}\n"
     for test_id, probes in spec.items():
