@@ -13,6 +13,7 @@ ASSIGNMENTS := $(sort $(notdir $(wildcard source/[0-9][0-9]_*)))
 WORKERS ?=
 # Two pytest workers by default; modules grade in parallel (PYTEST_ARGS=-n0 for one).
 PYTEST_ARGS ?= -n 2 --dist loadgroup
+BENCH_ARGS ?=
 LAB_PORT ?= 8888
 # Extra JupyterLab options, e.g. LAB_ARGS="--no-browser --ip=127.0.0.1"
 LAB_ARGS ?=
@@ -83,7 +84,7 @@ demo: $(STAMP)
 	python -m autograder demo --dir demo
 
 bench: $(STAMP)
-	python -m autograder bench
+	python -m autograder bench $(BENCH_ARGS)
 
 clean:
 	rm -rf submitted autograded feedback gradebook.db grades.csv demo artifacts .pytest_cache
