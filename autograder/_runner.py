@@ -32,7 +32,10 @@ MESSAGES = {
 _TAMPERING = re.compile(
     r"\b(autograder|_jaxcourse_probe|sys\.modules|__builtins__|builtins|get_ipython|"
     r"gc\.get_objects|ctypes|subprocess|socket|os\.(kill|fork|system|_exit)|signal\.signal|"
-    r"sys\.settrace|sys\.setprofile|__code__|__globals__)\b")
+    r"sys\.settrace|sys\.setprofile|__code__|__globals__|setattr|delattr|__import__|"
+    r"importlib)\b"
+    # Rebinding a library's attribute (jax.make_jaxpr = ...) changes what checks see.
+    r"|^[ \t]*(jax|jnp|lax|np|numpy|optax)(\.\w+)+[ \t]*=(?!=)", re.M)
 
 
 def stub_source(source: str) -> str:

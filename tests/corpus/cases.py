@@ -149,7 +149,8 @@ CASES = [
           expect=graded(0, "tampering_suspected")),
     _case("tamper_numpy", "makes numpy and jnp comparisons always succeed, answers wrong",
           add="import numpy\nnumpy.allclose = lambda *a, **k: True\nnumpy.isclose = lambda *a, **k: True\n"
-              "jnp.allclose = lambda *a, **k: True\n" + WRONG_ADD, expect=graded(1)),
+              "jnp.allclose = lambda *a, **k: True\n" + WRONG_ADD,
+          expect=graded(1, "tampering_suspected")),
     _case("tamper_equal_anything", "returns an object equal to anything",
           add="class _Any:\n    __eq__ = lambda s, o: True\n    __array__ = None\n"
               "def add(x, y):\n    return _Any()\n", expect=graded(1)),
