@@ -388,6 +388,8 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
                       "user who may create cgroups; the wall clock and output caps still apply."
                       "[/bold red]")
     ensure_in_gradebook(course, assignment)
+    _sandbox.clean_orphans()
+    shutil.rmtree(grading_dir(course, assignment) / "staged", ignore_errors=True)
     students = students if students is not None else submitted_students(course, assignment)
     ledger = read_ledger(course, assignment)
     outcomes: dict[str, Outcome] = {}
@@ -436,9 +438,13 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
                     _write_ledger(course, assignment, {s: outcome})
                     progress.advance(task)
             finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-                if client is not None:
-                    client.close()
+                if client is None:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                else:  # distributed's ClientExecutor.shutdown() takes only `wait`
+                    try:
+                        pool.shutdown(wait=True)
+                    finally:
+                        client.close()
         if to_record:
             for s in to_record:  # resumed submissions: stage again from their bundles
                 if not (run_dir / "submitted" / s).exists():

@@ -166,6 +166,34 @@ class _Cgroup:
                     time.sleep(0.05)
 
 
+def clean_orphans(min_age_s: float = 600.0) -> list[str]:
+    """Removes job folders and cgroups a killed grader left behind; returns them.
+
+    Only what is older than ``min_age_s`` and holds no process: a batch running
+    beside this one keeps its own.
+    """
+    removed = []
+    now = time.time()
+    for controller in ("memory", "pids"):
+        base = CGROUP_V1 / controller / "jaxcourse"
+        for group in base.glob("jaxcourse-job-*") if base.is_dir() else []:
+            try:
+                if (now - group.stat().st_mtime > min_age_s
+                        and not (group / "cgroup.procs").read_text().split()):
+                    group.rmdir()
+                    removed.append(str(group))
+            except OSError:
+                pass
+    for job in Path("/dev/shm").glob("jaxcourse-job-*"):
+        try:
+            if now - job.stat().st_mtime > min_age_s:
+                shutil.rmtree(job, ignore_errors=True)
+                removed.append(str(job))
+        except OSError:
+            pass
+    return removed
+
+
 def _package_dirs() -> list[Path]:
     import autograder
     import course
