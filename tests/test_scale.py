@@ -174,16 +174,6 @@ def _tag() -> str:
 
 # ---------------------------------------------------------------- Dask
 
-def _close_clients(address: str, keep) -> None:
-    """Closes the Dask clients of this process still connected to ``address``, but ``keep``."""
-    from distributed.client import _global_clients
-
-    for c in list(_global_clients.values()):
-        if c is not keep and c.status not in ("closed", "closing") and c.scheduler \
-                and c.scheduler.address == address:
-            c.close()
-
-
 def test_dask_cluster_grades_like_local_workers(tmp_path, monkeypatch):
     """A real scheduler and two real workers: right scores, both workers used, all stopped."""
     from distributed import Client, get_task_stream
