@@ -164,6 +164,12 @@ class Job:
     cache: str | None = None  # JAX compilation cache the reference run filled
 
 
+def _test_ids(nb: dict) -> set[str]:
+    from autograder import _trusted
+
+    return {_trusted._meta(c).get("grade_id") for c in nb["cells"] if _trusted.is_test(c)}
+
+
 def grade_task(job: Job) -> dict:
     """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
     from autograder import _runner, _sandbox, _trusted
@@ -173,10 +179,10 @@ def grade_task(job: Job) -> dict:
     limits = _sandbox.Limits(**job.limits)
     bundles, solutions_seen = {}, {}
     for name, source in job.sources.items():
-        tests_here = {_trusted._meta(c).get("grade_id") for c in source["cells"] if _trusted.is_test(c)}
+        tests_here = _test_ids(source)
         nb_spec = {t: p for t, p in spec.items() if t in tests_here}
-        reference = {t: _trusted.decode({k: bytes.fromhex(v) for k, v in job.reference[name].items()}, t)
-                     for t in nb_spec}
+        files = {k: bytes.fromhex(v) for k, v in job.reference[name].items()}
+        reference = {t: _trusted.decode(files, t) for t in nb_spec}
         own = _trusted.submitted_solutions(source)
         stubs = {g: _runner.stub_source(s) for g, s in own.items()}
         solutions = _trusted.submitted_solutions(job.submissions[name], wanted=set(own))
@@ -207,7 +213,8 @@ def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[st
         path = Path(course) / "source" / assignment / name
         key = _runner.digest(path.read_bytes(),
                              _trusted.spec_path(assignment, specs_dir).read_bytes(),
-                             Path(_probe.__file__).read_bytes(), Path(_trusted.__file__).read_bytes(),
+                             Path(_probe.__file__).read_bytes(),
+                             Path(_trusted.__file__).read_bytes(),
                              json.dumps(dataclasses.asdict(limits)))
         cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
         cached = _runner.read_json(cache)
@@ -215,8 +222,7 @@ def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[st
             out[name] = cached
             continue
         source = json.loads(path.read_text())
-        tests_here = {_trusted._meta(c).get("grade_id") for c in source["cells"] if _trusted.is_test(c)}
-        nb_spec = {t: p for t, p in spec.items() if t in tests_here}
+        nb_spec = {t: p for t, p in spec.items() if t in _test_ids(source)}
         rebuilt = _trusted.rebuild(source, _trusted.submitted_solutions(source), {})
         compile_cache = cache_dir(course, assignment)
         compile_cache.mkdir(parents=True, exist_ok=True)
@@ -344,7 +350,8 @@ def _job(course: Path, assignment: str, student: str, reference: dict, limits,
     names = _notebook_names(course, assignment)
     return Job(
         assignment=assignment, student=student,
-        sources={n: json.loads((Path(course) / "source" / assignment / n).read_text()) for n in names},
+        sources={n: json.loads((Path(course) / "source" / assignment / n).read_text())
+                 for n in names},
         submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
         reference=reference, limits=dataclasses.asdict(limits),
         specs_dir=str(specs_dir) if specs_dir else None,
@@ -403,7 +410,8 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
                 outcomes[s] = known
                 done_before += 1
                 continue
-            if entry.get("phase") == "judged" and (grading_dir(course, assignment) / "bundles" / s).is_dir():
+            bundles = grading_dir(course, assignment) / "bundles" / s
+            if entry.get("phase") == "judged" and bundles.is_dir():
                 to_record.append(s)
                 outcomes[s] = known
                 continue
@@ -423,7 +431,8 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
             try:
                 futures = {}
                 for s, fp in to_run:
-                    futures[pool.submit(grade_task, _job(course, assignment, s, reference, limits, specs_dir))] = (s, fp)
+                    job = _job(course, assignment, s, reference, limits, specs_dir)
+                    futures[pool.submit(grade_task, job)] = (s, fp)
                 for fut in cf.as_completed(futures):
                     s, fp = futures[fut]
                     try:
