@@ -65,10 +65,11 @@ release: $(STAMP)
 check-release: $(STAMP)
 	python -m autograder release --check $(ASSIGNMENTS)
 
-# Grades everything in submitted/<student>/<assignment>/ into the gradebook.
+# Grades everything in submitted/<student>/<assignment>/ into the gradebook, sandboxed:
+# WORKERS=N (default: all cores), SCHEDULER=tcp://host:8786 for a Dask cluster.
 autograde: $(STAMP)
 	@for a in $(ASSIGNMENTS); do \
-	  if ls -d submitted/*/$$a >/dev/null 2>&1; then python -m autograder grade $$a $(if $(WORKERS),--workers $(WORKERS)) || exit 1; fi; \
+	  if ls -d submitted/*/$$a >/dev/null 2>&1; then python -m autograder grade $$a $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) || exit 1; fi; \
 	done
 
 feedback: $(STAMP)
