@@ -290,7 +290,11 @@ def judge_probe(probe: Probe, got: dict | None, expected: dict) -> str | None:
             return format_failure(f"{label} does not match the reference solution",
                                   details=problems[:8], cause=probe.hint, fix=probe.fix, **teach)
     if probe.check is not None:
-        problem = probe.check(_value(got["leaves"]), _value(expected["leaves"]))
+        try:
+            problem = probe.check(_value(got["leaves"]), _value(expected["leaves"]))
+        except Exception as err:  # noqa: BLE001 - the facts came from the sandbox
+            problem = (f"the grader could not read this result "
+                       f"({type(err).__name__}: {str(err)[:200]})")
         if problem:
             return format_failure(f"{label}: {problem}", cause=probe.hint, fix=probe.fix, **teach)
     return None

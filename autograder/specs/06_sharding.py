@@ -82,18 +82,6 @@ def _layout_facts(named):
 # ------------------------------------------------------------------ outside: checks
 
 
-def _safe(check):
-    """A check that never raises: a fact it cannot read fails the probe with a message."""
-
-    def safe(got, expected):
-        try:
-            return check(got, expected)
-        except Exception as err:  # noqa: BLE001 - the fact comes from the sandbox
-            return f"the grader could not read the facts that came back ({type(err).__name__})"
-
-    safe.__name__ = getattr(check, "__name__", "check")
-    return safe
-
 
 def _load(raw):
     if not isinstance(raw, str):
@@ -270,7 +258,7 @@ _MESH_FIX = ("return jax.make_mesh((len(devices) // model_size, model_size), ('d
 def _mesh_probe(args: str, name: str, section: str) -> Probe:
     return Probe(f"_mesh_facts(build_mesh({args}))",
                  _MESH_FACTS + "_sub = _devs[len(_devs) // 2:]\n",
-                 name=name, compare=False, check=_safe(_check_mesh), section=section,
+                 name=name, compare=False, check=_check_mesh, section=section,
                  fix=_MESH_FIX)
 
 
@@ -325,7 +313,7 @@ def _place_probes(k: int) -> list:
               fix="return (x_placed, w_placed) made with jax.device_put from x and w"),
         Probe(f"_placed_layout({k})", _PLACE_SETUP,
               name=f"place_batch_and_weights(x, w, mesh) on {_PLACE_CASES[k]}: placement",
-              compare=False, check=_safe(_check_layout), section=_S21, fix=_PLACE_FIX),
+              compare=False, check=_check_layout, section=_S21, fix=_PLACE_FIX),
     ]
 
 
@@ -376,7 +364,7 @@ _HOLD_HINT = ("a device holds x[index] when every slice of its shard.index conta
 
 def _hold_probe(k: int) -> Probe:
     return Probe(f"_holding({k})", _HOLD_SETUP, name=f"devices_holding({_HOLD_CASES[k]}, index)",
-                 compare=False, check=_safe(_check_device_sets), section=_S31,
+                 compare=False, check=_check_device_sets, section=_S31,
                  hint=_HOLD_HINT,
                  fix="loop over x.addressable_shards and keep shard.device.id of every shard "
                      "whose slices all contain the index")
@@ -424,7 +412,7 @@ def _dense_probes(k: int) -> list:
         Probe(f"_dense({k})", _DENSE_SETUP, name=f"{label}: values", rtol=1e-4, atol=1e-5,
               section=_S43, hint="the values must be tanh(x @ w)", fix=_DENSE_FIX),
         Probe(f"_dense_layout({k})", _DENSE_SETUP, name=f"{label}: placement", compare=False,
-              check=_safe(_check_layout), section=_S43, fix=_DENSE_FIX),
+              check=_check_layout, section=_S43, fix=_DENSE_FIX),
     ]
 
 
@@ -482,12 +470,12 @@ def _center_probes(k: int) -> list:
                   "shard_map body"),
         Probe(f"_center_structure({k})", _CENTER_SETUP,
               name=f"center_columns(x) on {_CENTER_CASES[k]}: per-device code", compare=False,
-              check=_safe(_check_shard_map_collective), section=_S51,
+              check=_check_shard_map_collective, section=_S51,
               fix="wrap the per-device computation: jax.shard_map(body, in_specs=P('data', None), "
                   "out_specs=P('data', None))(x), and combine the column sums in body with "
                   "jax.lax.psum(..., 'data')"),
         Probe(f"_center_layout({k})", _CENTER_SETUP, name=f"{label}: placement", compare=False,
-              check=_safe(_check_layout), section=_S51,
+              check=_check_layout, section=_S51,
               fix="return the blocks with out_specs=P('data', None)"),
     ]
 
@@ -551,13 +539,13 @@ def _dp_probes(k: int) -> list:
                   "shard_map, differentiate pmean(loss, 'data') or divide the summed gradient "
                   "by jax.lax.axis_size('data')"),
         Probe(f"_dp_collectives({k})", _DP_SETUP, name=f"{label}: compiled collectives",
-              compare=False, check=_safe(_check_dp_collectives), section=_S61,
+              compare=False, check=_check_dp_collectives, section=_S61,
               hint="no all-reduce: the per-device gradients were never combined, or the batch "
                    "was gathered onto every device first (then nothing is data-parallel)",
               fix="keep x and y split over 'data' and reduce the gradients (jit does it, or "
                   "pmean)"),
         Probe(f"_dp_layout({k})", _DP_SETUP, name=f"{label}: placement of the new params",
-              compare=False, check=_safe(_check_layout), section=_S61,
+              compare=False, check=_check_layout, section=_S61,
               hint="the new parameters must be replicated: a full copy on every device",
               fix="return them with out_specs=P() (shard_map), or keep them replicated"),
     ]
@@ -608,7 +596,7 @@ _COLL_HINT = ("collectives are inserted when XLA partitions the program, so read
 
 def _coll_probe(k: int) -> Probe:
     return Probe(f"_colls({k})", _COLL_SETUP, name=f"collectives_in_hlo({_COLL_CASES[k]}, ...)",
-                 compare=False, check=_safe(_check_collective_set), section=_S71,
+                 compare=False, check=_check_collective_set, section=_S71,
                  hint=_COLL_HINT,
                  fix="match each class followed by '(' (or '-start(' / '-done(') in the compiled "
                      "text, and return the set of class names found")
