@@ -12,9 +12,10 @@
    rebuilt from the instructor's copy with only the submission's solution sources,
    runs in a sandbox (``_sandbox``), and its probe values are judged against the
    reference outside the sandbox (``_trusted``). Tasks never touch the gradebook.
-4. **Record** (here, one nbgrader process per batch): ``nbgrader autograde`` with
-   the ``TrustedReplay`` preprocessor in place of execution writes the verdicts into
-   the gradebook, so nbgrader keeps the gradebook, locked cells, feedback and export.
+4. **Record** (here, in chunks while the batch runs, one nbgrader process at a
+   time): ``nbgrader autograde`` with the ``TrustedReplay`` preprocessor in place of
+   execution writes the verdicts into the gradebook, so nbgrader keeps the gradebook,
+   locked cells, feedback and export (``_Recorder``).
 
 A ledger (``autograded/.grading/A/ledger.json``) records every submission by the
 fingerprint of its files: a re-run skips what is done, a killed batch resumes
@@ -244,9 +245,9 @@ def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[st
 
 # ---------------------------------------------------------------- recording
 
-def _stage(course: Path, assignment: str, run_dir: Path, student: str, result: dict) -> None:
+def _stage(course: Path, assignment: str, folder: Path, student: str, result: dict) -> None:
     """Writes the rebuilt notebooks (for nbgrader) and the bundles (for TrustedReplay)."""
-    folder = run_dir / "submitted" / student / assignment
+    folder = folder / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
     stamp = Path(course) / "submitted" / student / assignment / "timestamp.txt"
     if stamp.is_file() and stamp.stat().st_size < 200:
@@ -258,27 +259,100 @@ def _stage(course: Path, assignment: str, run_dir: Path, student: str, result: d
         (bundle_dir / f"{Path(name).stem}.json").write_text(json.dumps(bundle))
 
 
-def _record(course: Path, assignment: str, students: list[str], run_dir: Path) -> set[str]:
-    """Runs ``nbgrader autograde`` over the staged notebooks; returns who was recorded."""
-    if not students:
-        return set()
-    rel = os.path.relpath(run_dir / "submitted", course)
-    bundles = grading_dir(course, assignment) / "bundles"
-    env = {"JAXCOURSE_BUNDLES": str(bundles.resolve())}
-    ids = students if len(students) == 1 else None
-    args = ["autograde", assignment, "--force", f"--CourseDirectory.submitted_directory={rel}"]
-    if ids:
-        args += ["--student", ids[0]]
-    run_nbgrader(args, cwd=course, check=False, env=env)
-    recorded = _scores(course, assignment, students)
-    missing = [s for s in students if s not in recorded]
-    if missing and len(students) > 1:
-        for s in missing:  # one bad apple must not cost the batch: retry alone
-            run_nbgrader(["autograde", assignment, "--force", "--student", s,
-                          f"--CourseDirectory.submitted_directory={rel}"],
-                         cwd=course, check=False, env=env)
-        recorded = _scores(course, assignment, students)
-    return set(recorded)
+def _bundles_of(course: Path, assignment: str, student: str) -> dict:
+    """A judged submission's result, read back from its bundles (to resume)."""
+    bundle_dir = grading_dir(course, assignment) / "bundles" / student
+    return {"bundles": {name: json.loads((bundle_dir / f"{Path(name).stem}.json").read_text())
+                        for name in _notebook_names(course, assignment)}}
+
+
+class _Recorder:
+    """Writes judged submissions into the gradebook in chunks, while the batch runs.
+
+    A chunk is one ``nbgrader autograde`` over its own staging folder, with the
+    ``TrustedReplay`` preprocessor in place of execution (nbgrader_config.py selects
+    it when ``JAXCOURSE_BUNDLES`` is set). Chunks run one after another (nbgrader
+    keeps the gradebook; SQLite has one writer). The process of the next chunk starts
+    ahead and imports nbgrader while other work goes on (the reference run, the
+    submissions still running, the previous chunk), and a chunk starts as soon as a
+    worker is idle at the batch's end, or when ``CHUNK`` submissions wait: a large
+    class never ends with one long recording.
+    """
+
+    CHUNK = 25
+
+    def __init__(self, course: Path, assignment: str, run_dir: Path, on_recorded):
+        self.course, self.assignment, self.run_dir = course, assignment, run_dir
+        self.on_recorded = on_recorded  # (student, (score, max score) or None)
+        bundles = grading_dir(course, assignment) / "bundles"
+        self.env = {"JAXCOURSE_BUNDLES": str(bundles.resolve())}
+        self.staged: list[str] = []
+        self.chunk = 0
+        self.running: tuple | None = None  # (process, students, folder)
+        self.ready = self._start()
+
+    def _start(self):
+        from autograder._course import start_nbgrader
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        return start_nbgrader(self.course, self.run_dir / "nbgrader.log", env=self.env)
+
+    def stage(self, student: str, result: dict | None = None) -> None:
+        result = result or _bundles_of(self.course, self.assignment, student)
+        _stage(self.course, self.assignment, self.run_dir / f"chunk{self.chunk}", student, result)
+        self.staged.append(student)
+
+    def poll(self, tail: bool) -> None:
+        """Collects a finished chunk; starts the next one when it is worth it."""
+        if self.running and self.running[0].poll() is not None:
+            self._collect()
+        if self.running is None and self.staged and (tail or len(self.staged) >= self.CHUNK):
+            from autograder._course import give_nbgrader_args
+
+            folder = self.run_dir / f"chunk{self.chunk}"
+            rel = os.path.relpath(folder / "submitted", self.course)
+            give_nbgrader_args(self.ready, ["autograde", self.assignment, "--force",
+                                            f"--CourseDirectory.submitted_directory={rel}"])
+            self.running = (self.ready, self.staged, folder)
+            self.staged, self.chunk = [], self.chunk + 1
+            self.ready = self._start()
+
+    def _collect(self) -> None:
+        proc, students, folder = self.running
+        self.running = None
+        recorded = _scores(self.course, self.assignment, students)
+        missing = [s for s in students if s not in recorded]
+        if missing and len(students) > 1:
+            rel = os.path.relpath(folder / "submitted", self.course)
+            for s in missing:  # one bad apple must not cost the chunk: retry alone
+                run_nbgrader(["autograde", self.assignment, "--force", "--student", s,
+                              f"--CourseDirectory.submitted_directory={rel}"],
+                             cwd=self.course, check=False, env=self.env)
+            recorded.update(_scores(self.course, self.assignment, missing))
+        for s in students:
+            self.on_recorded(s, recorded.get(s))
+
+    def finish(self) -> None:
+        """Records everything staged; returns when the gradebook has it all."""
+        while self.running or self.staged:
+            if self.running:
+                self.running[0].wait()
+            self.poll(tail=True)
+        self.close()
+
+    def close(self) -> None:
+        """Lets the spare process exit; kills a chunk still running (interrupted batch)."""
+        from autograder._course import give_nbgrader_args
+
+        give_nbgrader_args(self.ready, None)
+        if self.running:  # an interrupted batch: those stay judged and are recorded next run
+            self.running[0].kill()
+        for proc in filter(None, [self.ready, self.running and self.running[0]]):
+            try:
+                proc.wait(timeout=30)
+            except Exception:  # noqa: BLE001 - never leave a process behind
+                proc.kill()
+                proc.wait()
 
 
 def _scores(course: Path, assignment: str, students: list[str]) -> dict[str, tuple[float, float]]:
@@ -424,53 +498,34 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
         to_run.append((s, fp))
     run_dir = grading_dir(course, assignment) / "staged" / uuid.uuid4().hex[:8]
     with Progress(console=console, disable=not show, transient=False) as progress:
-        if to_run:
-            reference = _reference(course, assignment, limits, specs_dir)
-            task = progress.add_task(f"grading {assignment}", total=len(to_run))
-            pool, client = _executor(workers, scheduler)
-            try:
-                futures = {}
-                for s, fp in to_run:
-                    job = _job(course, assignment, s, reference, limits, specs_dir)
-                    futures[pool.submit(grade_task, job)] = (s, fp)
-                for fut in cf.as_completed(futures):
-                    s, fp = futures[fut]
-                    try:
-                        result = fut.result()
-                        outcome = _judged_outcome(s, result, fp)
-                        _stage(course, assignment, run_dir, s, result)
-                        to_record.append(s)
-                    except Exception as err:  # noqa: BLE001 - a grader bug must not lose the batch
-                        outcome = Outcome(s, "attention", "grading_failed", repr(err)[:500],
-                                          fingerprint=fp, phase="recorded")
-                    outcomes[s] = outcome
-                    _write_ledger(course, assignment, {s: outcome})
-                    progress.advance(task)
-            finally:
-                if client is None:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                else:  # distributed's ClientExecutor.shutdown() takes only `wait`
-                    try:
-                        pool.shutdown(wait=True)
-                    finally:
-                        client.close()
-        if to_record:
-            for s in to_record:  # resumed submissions: stage again from their bundles
-                if not (run_dir / "submitted" / s).exists():
-                    _restage(course, assignment, run_dir, s)
-            task = progress.add_task("recording in the gradebook", total=len(to_record))
-            recorded = _record(course, assignment, sorted(to_record), run_dir)
-            scores = _scores(course, assignment, sorted(recorded))
-            for s in to_record:
-                o = outcomes[s]
-                if s in recorded:
-                    o.score, o.max_score = scores[s]
-                    o.phase = "recorded"
-                else:
-                    o.status, o.reason, o.phase = "attention", "grading_failed", "recorded"
-                    o.detail = "nbgrader could not record this submission's grades"
-                _write_ledger(course, assignment, {s: o})
-                progress.advance(task)
+        recording = progress.add_task("recording in the gradebook",
+                                      total=len(to_run) + len(to_record), visible=False)
+
+        def recorded(s: str, score) -> None:
+            o = outcomes[s]
+            if score is not None:
+                o.score, o.max_score = score
+            else:
+                o.status, o.reason = "attention", "grading_failed"
+                o.detail = "nbgrader could not record this submission's grades"
+            o.phase = "recorded"
+            _write_ledger(course, assignment, {s: o})
+            progress.update(recording, advance=1, visible=True)
+
+        recorder = _Recorder(course, assignment, run_dir, recorded) if to_run or to_record else None
+        try:
+            for s in to_record:  # resumed: judged before, recorded from their bundles
+                recorder.stage(s)
+            if to_run:
+                _run_batch(course, assignment, to_run, outcomes, recorder, progress,
+                           workers=workers, scheduler=scheduler, limits=limits,
+                           specs_dir=specs_dir)
+            if recorder:
+                recorder.finish()
+        finally:
+            if recorder:
+                recorder.close()
+            progress.update(recording, total=progress.tasks[recording].completed)
     shutil.rmtree(run_dir, ignore_errors=True)
     if show:
         print_summary(console, assignment, outcomes, time.monotonic() - started, level,
@@ -478,12 +533,40 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
     return outcomes
 
 
-def _restage(course: Path, assignment: str, run_dir: Path, student: str) -> None:
-    bundle_dir = grading_dir(course, assignment) / "bundles" / student
-    result = {"bundles": {}}
-    for name in _notebook_names(course, assignment):
-        result["bundles"][name] = json.loads((bundle_dir / f"{Path(name).stem}.json").read_text())
-    _stage(course, assignment, run_dir, student, result)
+def _run_batch(course: Path, assignment: str, to_run: list[tuple[str, str]],
+               outcomes: dict[str, Outcome], recorder: _Recorder, progress, *, workers: int,
+               scheduler: str | None, limits, specs_dir) -> None:
+    """Runs and judges the submissions in parallel; hands each to the recorder."""
+    reference = _reference(course, assignment, limits, specs_dir)
+    task = progress.add_task(f"grading {assignment}", total=len(to_run))
+    pool, client = _executor(workers, scheduler)
+    try:
+        futures = {pool.submit(grade_task, _job(course, assignment, s, reference, limits,
+                                                specs_dir)): (s, fp) for s, fp in to_run}
+        pending = set(futures)
+        while pending:
+            done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                s, fp = futures[fut]
+                try:
+                    result = fut.result()
+                    outcomes[s] = _judged_outcome(s, result, fp)
+                    recorder.stage(s, result)
+                except Exception as err:  # noqa: BLE001 - a grader bug must not lose the batch
+                    outcomes[s] = Outcome(s, "attention", "grading_failed", repr(err)[:500],
+                                          fingerprint=fp, phase="recorded")
+                _write_ledger(course, assignment, {s: outcomes[s]})
+                progress.advance(task)
+            # Record as soon as a worker is idle (the batch's tail), or a chunk is full.
+            recorder.poll(tail=len(pending) < workers)
+    finally:
+        if client is None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        else:  # distributed's ClientExecutor.shutdown() takes only `wait`
+            try:
+                pool.shutdown(wait=True)
+            finally:
+                client.close()
 
 
 def print_summary(console, assignment: str, outcomes: dict[str, Outcome], seconds: float,

@@ -20,6 +20,11 @@ EXIT_OK, EXIT_TIMEOUT, EXIT_DIED, EXIT_FAILED, EXIT_FLOOD = 0, 3, 4, 5, 6
 
 def main() -> int:
     job, cell_timeout, output_bytes = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+    # A lean start: nbformat imports jsonschema, whose optional IRI format checker
+    # (rfc3987_syntax, pulled in by jupyter_events) compiles a grammar at import time,
+    # about 1 s of every sandbox run. jsonschema skips that checker when the import
+    # fails, and notebooks are never validated against IRI formats.
+    sys.modules.setdefault("rfc3987_syntax", None)
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
