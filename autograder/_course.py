@@ -37,11 +37,10 @@ def nbgrader_env() -> dict[str, str]:
 # jupyter_events), which compiles a grammar at import time. jsonschema skips the
 # checker when the import fails; nbgrader never validates IRI formats. The grading
 # sandbox's driver (_sandbox_child.py) does the same.
-_NBGRADER_MAIN = ("import sys; sys.modules.setdefault('rfc3987_syntax', None); "
-                  "from nbgrader.apps.nbgraderapp import main; main()")
+_LEAN_START = "import json, sys; sys.modules.setdefault('rfc3987_syntax', None); "
+_NBGRADER_MAIN = _LEAN_START + "from nbgrader.apps.nbgraderapp import main; main()"
 # The same, but the arguments come later, as one JSON list on stdin (EOF: exit).
-_NBGRADER_LATER = ("import json, sys; sys.modules.setdefault('rfc3987_syntax', None); "
-                   "from nbgrader.apps.nbgraderapp import NbGraderApp; "
+_NBGRADER_LATER = (_LEAN_START + "from nbgrader.apps.nbgraderapp import NbGraderApp; "
                    "line = sys.stdin.readline(); "
                    "line or sys.exit(0); "
                    "NbGraderApp.launch_instance(argv=json.loads(line))")

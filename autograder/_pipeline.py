@@ -333,12 +333,11 @@ class _Recorder:
             self.on_recorded(s, recorded.get(s))
 
     def finish(self) -> None:
-        """Records everything staged; returns when the gradebook has it all."""
+        """Records everything staged; returns when the gradebook has it all (then close())."""
         while self.running or self.staged:
             if self.running:
                 self.running[0].wait()
             self.poll(tail=True)
-        self.close()
 
     def close(self) -> None:
         """Lets the spare process exit; kills a chunk still running (interrupted batch)."""
