@@ -24,7 +24,7 @@ c.Execute.interrupt_on_timeout = True
 c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.Execute",
     "nbgrader.preprocessors.IgnorePattern",
-    "autograder._nbgrader_plugins.NoDisplayCredit",
+    "grader.nbgrader_plugins.NoDisplayCredit",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
@@ -33,13 +33,13 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # `python -m autograder grade` (make autograde) runs every submission in a sandbox
-# and judges it outside (autograder/_pipeline.py); it then calls nbgrader autograde
+# and judges it outside (grader/pipeline.py); it then calls nbgrader autograde
 # with JAXCOURSE_BUNDLES set, and nbgrader records those verdicts instead of
 # running student code itself. Without the variable, nbgrader executes as usual.
 if os.environ.get("JAXCOURSE_BUNDLES"):
     c.Autograde.autograde_preprocessors = [
-        "autograder._nbgrader_plugins.TrustedReplay",
-        "autograder._nbgrader_plugins.NoDisplayCredit",
+        "grader.nbgrader_plugins.TrustedReplay",
+        "grader.nbgrader_plugins.NoDisplayCredit",
         "nbconvert.preprocessors.ClearMetadataPreprocessor",
         "nbgrader.preprocessors.LimitOutput",
         "nbgrader.preprocessors.SaveAutoGrades",
@@ -63,7 +63,7 @@ c.IgnorePattern.pattern = (
 # nor the traceback lines around a failing hidden check).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
-    "autograder._nbgrader_plugins.HideHiddenTests",
+    "grader.nbgrader_plugins.HideHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 

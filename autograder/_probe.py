@@ -5,7 +5,7 @@ the student's namespace; what it returns is flattened to leaves and written as
 ``probe/<test id>.npz`` (arrays, loaded outside with ``allow_pickle=False``) and
 ``probe/<test id>.json`` (tree structure, strings, numbers, errors). The expected
 values, the tolerances and the checks never enter the sandbox: the grader compares
-outside (``autograder._trusted``), so patching anything in here can only change what
+outside (``grader.trusted``), so patching anything in here can only change what
 the student's own code returns.
 """
 from __future__ import annotations

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def check(assignment: str, *, all_wrong: bool = False, quick: bool = False,
           show=print) -> list[str]:
     """Returns the disagreements; ``quick`` skips grading the source a second time."""
-    from autograder import _runner, _sandbox, _trusted
+    from grader import runner as _runner
+    from grader import sandbox as _sandbox
+    from grader import trusted as _trusted
 
     source = json.loads((ROOT / "source" / assignment / f"{assignment}.ipynb").read_text())
     spec = _trusted.load_spec(assignment)

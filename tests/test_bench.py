@@ -10,9 +10,10 @@ import collections
 import nbformat
 import pytest
 
-from autograder import _bench, _bench_grading
-from autograder._course import generate_release, make_scratch_course
-from autograder._pipeline import preflight
+from grader.tools import bench as _bench
+from grader.tools import bench_grading as _bench_grading
+from grader.course import generate_release, make_scratch_course
+from grader.pipeline import preflight
 
 
 def _jit_values(**changes):

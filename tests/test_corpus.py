@@ -19,11 +19,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import _sandbox
-from autograder._course import run_nbgrader
-from autograder._pipeline import grade_assignment, read_ledger
-from autograder._submission import build_submission
-from autograder._trusted import SPECS
+from grader import sandbox as _sandbox
+from grader.course import run_nbgrader
+from grader.pipeline import grade_assignment, read_ledger
+from grader.tools.submission import build_submission
+from grader.trusted import SPECS
 from tests.corpus import assignment
 from tests.corpus.cases import BLANK, CASES, mutate
 
@@ -94,7 +94,7 @@ def _build_class(course: Path, marker: str, port: int) -> None:
 def _cell_scores(course: Path, student: str) -> dict[str, float]:
     from nbgrader.api import Gradebook
 
-    from autograder._course import nbgrader_db_url
+    from grader.course import nbgrader_db_url
 
     with Gradebook(nbgrader_db_url(course)) as gb:
         sub = gb.find_submission_notebook(assignment.NAME, assignment.NAME, student)

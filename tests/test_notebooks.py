@@ -20,8 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder._course import generate_release, make_scratch_course, run_nbgrader
-from autograder._submission import build_submission, solution_ids, grade_cell_points, write_notebook
+from grader.course import generate_release, make_scratch_course, run_nbgrader
+from grader.tools.submission import build_submission, solution_ids, grade_cell_points, write_notebook
 from tests.conftest import REPO, modules
 
 pytestmark = pytest.mark.notebook
@@ -184,7 +184,7 @@ def test_validate_release_fails_every_graded_cell(module, tmp_path):
 
 def test_release_matches_make_release():
     """release/ is exactly what `make release` generates (CI fails on a stale copy)."""
-    from autograder._course import diff_trees
+    from grader.course import diff_trees
 
     import tempfile
 

@@ -9,8 +9,8 @@ import sys
 import nbformat
 import pytest
 
-from autograder._course import generate_release, make_scratch_course
-from autograder._pipeline import preflight
+from grader.course import generate_release, make_scratch_course
+from grader.pipeline import preflight
 from tests.conftest import REPO
 
 
@@ -86,8 +86,8 @@ def test_displayed_number_is_not_partial_credit(tmp_path):
     """A passing test cell whose last value is a float scores full marks, not that float."""
     import shutil
 
-    from autograder._course import run_nbgrader
-    from autograder._submission import build_submission, read_notebook, write_notebook
+    from grader.course import run_nbgrader
+    from grader.tools.submission import build_submission, read_notebook, write_notebook
 
     course = tmp_path / "course"
     (course / "source" / "tiny").mkdir(parents=True)

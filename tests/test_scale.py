@@ -28,10 +28,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import _sandbox
-from autograder._course import nbgrader_db_url, run_nbgrader
-from autograder._pipeline import grade_assignment, grading_dir, read_ledger
-from autograder._submission import build_submission
+from grader import sandbox as _sandbox
+from grader.course import nbgrader_db_url, run_nbgrader
+from grader.pipeline import grade_assignment, grading_dir, read_ledger
+from grader.tools.submission import build_submission
 from tests.corpus import assignment
 from tests.corpus.cases import ADD, NORM2, WRONG_ADD, WRONG_NORM2
 
@@ -345,8 +345,8 @@ def test_postgresql_gradebook(tmp_path, monkeypatch):
 # lives in tests/corpus/specs: the batch to kill calls grade_assignment as the CLI does.
 _CHILD = """
 import json, sys
-from autograder import _sandbox
-from autograder._pipeline import grade_assignment
+from grader import sandbox as _sandbox
+from grader.pipeline import grade_assignment
 grade_assignment(sys.argv[1], sys.argv[2], workers=1, specs_dir=sys.argv[3], show=False,
                  limits=_sandbox.Limits(**json.loads(sys.argv[4])))
 """

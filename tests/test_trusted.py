@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder._trusted import Probe, judge_probe
+from grader.trusted import Probe, judge_probe
 
 
 def _ok(*leaves):

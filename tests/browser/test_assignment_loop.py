@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder._course import make_scratch_course, nbgrader_env
+from grader.course import make_scratch_course, nbgrader_env
 from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, ConsoleLog, LabServer,
                                     kill_leftover_kernels, launch_chromium, missing_browser,
                                     nbgrader_extension_problems, quiet_lab_settings,

@@ -1,5 +1,5 @@
 """Trusted probes of the corpus assignment (tests/corpus/assignment.py)."""
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 _INPUTS = "import numpy as np\nimport jax.numpy as jnp\n_rng = np.random.default_rng(7)\n"
 

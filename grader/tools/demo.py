@@ -10,9 +10,9 @@ import shutil
 import time
 from pathlib import Path
 
-from autograder._course import REPO, generate_release, make_scratch_course, run_nbgrader
-from autograder._pipeline import grade_assignment
-from autograder._submission import (build_submission, read_notebook, solution_ids,
+from grader.course import REPO, generate_release, make_scratch_course, run_nbgrader
+from grader.pipeline import grade_assignment
+from grader.tools.submission import (build_submission, read_notebook, solution_ids,
                                     write_notebook)
 
 # The sample class: who they are and what they hand in.
@@ -62,7 +62,7 @@ def run_demo(directory: str, assignments: list[str]) -> int:
     for name in assignments:
         grade_assignment(course, name)
         run_nbgrader(["generate_feedback", name, "--force"], cwd=course)
-    run_nbgrader(["export", "--exporter=autograder._export.StatusCsvExport",
+    run_nbgrader(["export", "--exporter=grader.export.StatusCsvExport",
                   f"--StatusCsvExport.course_root={course}", "--to", str(course / "grades.csv")],
                  cwd=course)
     print_grades(course / "grades.csv")

@@ -2,7 +2,7 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox)
 and in the instructor's (reference); the values are compared outside. See
-autograder/_trusted.py. Inputs mirror the hidden tests of source/03_jit.
+grader/trusted.py. Inputs mirror the hidden tests of source/03_jit.
 
 Values (powers, moving averages, Newton iterates, updates, training steps) are compared
 with the reference solution. The rules about how the code is compiled are facts the
@@ -19,7 +19,7 @@ import json
 import math
 
 from autograder._timing import _EAGER_FIRST, _EAGER_STEP, _JIT_FIRST, _JIT_STEP
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 _PRE = "import numpy as np\nimport jax\nimport jax.numpy as jnp\n"
 

@@ -1,6 +1,6 @@
 """Trusted scoring: rebuild a submission, run it sandboxed, judge plain data outside.
 
-For each graded test cell, the assignment's spec (``autograder/specs/<assignment>.py``)
+For each graded test cell, the assignment's spec (``grader/specs/<assignment>.py``)
 lists probes: expressions the grader evaluates in the student's namespace, inside the
 sandbox, on inputs of its choosing. What comes back is plain data (``.npz`` read with
 ``allow_pickle=False`` and JSON, size-capped). The same probes evaluated on the
@@ -91,7 +91,7 @@ def spec_path(assignment: str, specs_dir: str | Path | None = None) -> Path:
 
 
 def load_spec(assignment: str, specs_dir: str | Path | None = None) -> dict[str, list[Probe]]:
-    """``{test grade_id: [Probe, ...]}`` from ``autograder/specs/<assignment>.py``."""
+    """``{test grade_id: [Probe, ...]}`` from ``grader/specs/<assignment>.py``."""
     path = spec_path(assignment, specs_dir)
     if not path.exists():
         raise FileNotFoundError(f"no grading spec for {assignment}: expected {path}")

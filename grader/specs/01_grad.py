@@ -2,9 +2,9 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox)
 and in the instructor's (reference); the values are compared outside. See
-autograder/_trusted.py. Inputs mirror the hidden tests of source/01_grad.
+grader/trusted.py. Inputs mirror the hidden tests of source/01_grad.
 """
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 _RNG = "import numpy as np\nimport jax\nimport jax.numpy as jnp\n_rng = np.random.default_rng({seed})\n"
 

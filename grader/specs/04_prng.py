@@ -2,7 +2,7 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox)
 and in the instructor's (reference); the values are judged outside. See
-autograder/_trusted.py. Inputs mirror the hidden tests of source/04_prng.
+grader/trusted.py. Inputs mirror the hidden tests of source/04_prng.
 
 Random results are never compared with the reference's numbers: correct answers may
 derive their keys differently (split, fold_in, a chain) and draw different samples.
@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from autograder._feedback import format_failure
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 # ---------------------------------------------------------------- inside the sandbox
 

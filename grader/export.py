@@ -1,6 +1,6 @@
 """nbgrader export plugin: grades.csv with a status column, never a silent 0.
 
-``nbgrader export --exporter=autograder._export.StatusCsvExport`` writes the columns
+``nbgrader export --exporter=grader.export.StatusCsvExport`` writes the columns
 of nbgrader's own CSV export plus ``status`` (graded, needs_attention, missing) and
 ``reason``. A submission that needs attention and could not be graded (malformed,
 a grader failure) has an empty score, not 0; one that was graded but needs a look
@@ -15,7 +15,7 @@ from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Unicode
 
-from autograder._pipeline import read_ledger
+from grader.pipeline import read_ledger
 
 COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
            "email", "raw_score", "late_submission_penalty", "score", "max_score",

@@ -2,7 +2,7 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox)
 and in the instructor's (reference); the values are compared outside. See
-autograder/_trusted.py. Inputs mirror the hidden tests of source/02_vmap.
+grader/trusted.py. Inputs mirror the hidden tests of source/02_vmap.
 
 Two kinds of probe per batched exercise, as in ``assert_batched_without_loop``:
 - the value on the hidden test's largest batch, compared with the reference solution;
@@ -13,7 +13,7 @@ Two kinds of probe per batched exercise, as in ``assert_batched_without_loop``:
   the student's function) and judged here; they have no reference to equal, since
   correct solutions trace to different programs.
 """
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 _PRE = "import numpy as np\nimport jax\nimport jax.numpy as jnp\n"
 

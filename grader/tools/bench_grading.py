@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder._course import REPO, generate_release, make_scratch_course, run_nbgrader
-from autograder._submission import build_submission, read_notebook, solution_ids, write_notebook
+from grader.course import REPO, generate_release, make_scratch_course, run_nbgrader
+from grader.tools.submission import build_submission, read_notebook, solution_ids, write_notebook
 
 BROKEN = ["truncated", "crash", "syntax"]
 
@@ -72,7 +72,7 @@ def build_class(course: Path, assignment: str, size: int) -> dict[str, str]:
 def _scores(course: Path, assignment: str) -> dict[str, float]:
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder._course import nbgrader_db_url
+    from grader.course import nbgrader_db_url
 
     out = {}
     with Gradebook(nbgrader_db_url(course)) as gb:
@@ -98,7 +98,7 @@ def plain(tmp: Path, assignment: str, size: int) -> dict:
             "capture_output=True, text=True); "
             "print(time.perf_counter() - t, p.returncode, "
             "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    from autograder._course import nbgrader_env
+    from grader.course import nbgrader_env
 
     out = subprocess.run([sys.executable, "-c", code, assignment], cwd=course,
                          env=nbgrader_env(), capture_output=True, text=True, check=True)
@@ -112,7 +112,7 @@ def plain(tmp: Path, assignment: str, size: int) -> dict:
 
 def pipeline(tmp: Path, assignment: str, size: int, *, workers: int, name: str = "pipeline",
              scheduler: str | None = None) -> dict:
-    from autograder._pipeline import grade_assignment
+    from grader.pipeline import grade_assignment
 
     course, kinds = _course(tmp, name, assignment, size)
     start = time.perf_counter()
@@ -158,7 +158,7 @@ def throughput(assignment: str, size: int) -> dict:
 
 def _dask_cluster(tmp: Path, workers: int):
     """A real scheduler and ``workers`` single-threaded workers on 127.0.0.1."""
-    from autograder._course import nbgrader_env
+    from grader.course import nbgrader_env
 
     env = nbgrader_env()
     bindir = Path(sys.executable).parent

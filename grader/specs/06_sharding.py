@@ -2,7 +2,7 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox,
 on its 8 simulated CPU devices) and in the instructor's (reference); the values are
-compared outside. See autograder/_trusted.py. Inputs mirror the hidden tests of
+compared outside. See grader/trusted.py. Inputs mirror the hidden tests of
 source/06_sharding (same seeds, shapes and meshes).
 
 Meshes and shardings are not data: a probe returns facts about them as one JSON string
@@ -16,7 +16,7 @@ helpers, so a submission that tampers with its interpreter could forge them; the
 """
 import json
 
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 # ----------------------------------------------------------------- inside the sandbox
 

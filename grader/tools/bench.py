@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder._course import REPO, generate_release, make_scratch_course
-from autograder._submission import build_submission, read_notebook
+from grader.course import REPO, generate_release, make_scratch_course
+from grader.tools.submission import build_submission, read_notebook
 
 NOTEBOOK_LIMIT_S = 60.0
 CELL_LIMIT_S = 15.0
@@ -200,8 +200,8 @@ def main(assignments: list[str], out: Path = REPO / "artifacts" / "bench", *,
          parts: tuple[str, ...] = ("student", "grading", "scale"), size: int = 24,
          scale_module: str = "01_grad") -> int:
     """Runs the chosen parts and writes ``artifacts/bench/bench.json``."""
-    from autograder import _bench_grading
-    from autograder._sandbox import isolation
+    from grader.tools import bench_grading as _bench_grading
+    from grader.sandbox import isolation
 
     out.mkdir(parents=True, exist_ok=True)
     report = {"parts": list(parts), "isolation": isolation()}

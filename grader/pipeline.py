@@ -6,7 +6,7 @@
    notebook and under the size limit; otherwise the submission needs attention
    (``malformed``) and the rest of the batch goes on.
 2. **Reference** (once per assignment, cached): the instructor's source notebook
-   runs in the sandbox with the spec's probes (``autograder/specs/A.py``).
+   runs in the sandbox with the spec's probes (``grader/specs/A.py``).
 3. **Run and judge** (one task per submission, on a concurrent.futures executor: a
    local process pool, or a Dask cluster with ``--scheduler``): the notebook is
    rebuilt from the instructor's copy with only the submission's solution sources,
@@ -32,7 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
-from autograder._course import run_nbgrader
+from grader.course import run_nbgrader
 
 REASONS = {
     "malformed": "a notebook is missing, unreadable, not a notebook or too large",
@@ -134,7 +134,7 @@ def preflight(course: Path, assignment: str, student: str) -> str | None:
 
 def fingerprint(course: Path, assignment: str, student: str) -> str:
     """A digest of the submission's notebooks and timestamp: what grading depends on."""
-    from autograder._runner import digest
+    from grader.runner import digest
 
     folder = Path(course) / "submitted" / student / assignment
     parts: list[bytes | str] = []
@@ -166,14 +166,16 @@ class Job:
 
 
 def _test_ids(nb: dict) -> set[str]:
-    from autograder import _trusted
+    from grader import trusted as _trusted
 
     return {_trusted._meta(c).get("grade_id") for c in nb["cells"] if _trusted.is_test(c)}
 
 
 def grade_task(job: Job) -> dict:
     """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
-    from autograder import _runner, _sandbox, _trusted
+    from grader import runner as _runner
+    from grader import sandbox as _sandbox
+    from grader import trusted as _trusted
 
     start = time.monotonic()
     spec = _trusted.load_spec(job.assignment, job.specs_dir)
@@ -206,7 +208,9 @@ def grade_task(job: Job) -> dict:
 
 def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[str, dict]:
     """Probe results of the source notebooks, computed once and cached on disk."""
-    from autograder import _probe, _runner, _trusted
+    from autograder import _probe
+    from grader import runner as _runner
+    from grader import trusted as _trusted
 
     spec = _trusted.load_spec(assignment, specs_dir)
     out = {}
@@ -292,7 +296,7 @@ class _Recorder:
         self.ready = self._start()
 
     def _start(self):
-        from autograder._course import start_nbgrader
+        from grader.course import start_nbgrader
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         return start_nbgrader(self.course, self.run_dir / "nbgrader.log", env=self.env)
@@ -307,7 +311,7 @@ class _Recorder:
         if self.running and self.running[0].poll() is not None:
             self._collect()
         if self.running is None and self.staged and (tail or len(self.staged) >= self.CHUNK):
-            from autograder._course import give_nbgrader_args
+            from grader.course import give_nbgrader_args
 
             folder = self.run_dir / f"chunk{self.chunk}"
             rel = os.path.relpath(folder / "submitted", self.course)
@@ -341,7 +345,7 @@ class _Recorder:
 
     def close(self) -> None:
         """Lets the spare process exit; kills a chunk still running (interrupted batch)."""
-        from autograder._course import give_nbgrader_args
+        from grader.course import give_nbgrader_args
 
         give_nbgrader_args(self.ready, None)
         if self.running:  # an interrupted batch: those stay judged and are recorded next run
@@ -357,7 +361,7 @@ class _Recorder:
 def _scores(course: Path, assignment: str, students: list[str]) -> dict[str, tuple[float, float]]:
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder._course import nbgrader_db_url
+    from grader.course import nbgrader_db_url
 
     out = {}
     with Gradebook(nbgrader_db_url(course)) as gb:
@@ -384,7 +388,7 @@ def ensure_in_gradebook(course: Path, assignment: str) -> None:
 
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder._course import nbgrader_db_url
+    from grader.course import nbgrader_db_url
 
     with Gradebook(nbgrader_db_url(course)) as gb:
         try:
@@ -454,7 +458,7 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
     from rich.console import Console
     from rich.progress import Progress
 
-    from autograder import _sandbox
+    from grader import sandbox as _sandbox
 
     course = Path(course).resolve()
     limits = limits or _sandbox.Limits()

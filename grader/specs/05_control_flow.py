@@ -2,7 +2,7 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox)
 and in the instructor's (reference); the values are judged outside. See
-autograder/_trusted.py. Inputs mirror the hidden tests of source/05_control_flow.
+grader/trusted.py. Inputs mirror the hidden tests of source/05_control_flow.
 
 Values (under jax.jit where the notebook's checks jit) and gradients are compared
 with the reference solution. Structural rules come back as small facts computed in
@@ -12,7 +12,7 @@ how many inputs its traced program takes, primitive counts of a jaxpr (``cond``,
 copies of the body's characteristic op in StableHLO).
 """
 from autograder._feedback import format_failure
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 _PRE = "import jax\nimport jax.numpy as jnp\nimport numpy as np\nfrom jax import lax\n"
 

@@ -2,7 +2,7 @@
 
 Each test cell's probes are evaluated in the student's namespace (inside the sandbox)
 and in the instructor's (reference); the values are compared outside. See
-autograder/_trusted.py. Inputs mirror the tests of source/07_capstone (same seeds,
+grader/trusted.py. Inputs mirror the tests of source/07_capstone (same seeds,
 shapes, optimizers and reference train steps); every probe builds its own inputs and
 reference steps, so it never depends on the student's other answers.
 
@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 
-from autograder._trusted import Probe
+from grader.trusted import Probe
 
 _PRE = """\
 import json

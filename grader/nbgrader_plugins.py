@@ -88,7 +88,7 @@ class TrustedReplay(NbGraderPreprocessor):
     """Puts the pipeline's judged results into the notebook, in place of executing it.
 
     ``python -m autograder grade`` runs each submission in a sandbox and judges the
-    values it returns outside (autograder._pipeline). This preprocessor, configured
+    values it returns outside (grader.pipeline). This preprocessor, configured
     only for those runs (the ``JAXCOURSE_BUNDLES`` variable), reads the bundle of the
     submission: the sandbox's outputs for ordinary cells, and for each graded test
     cell the trusted verdict: passing test cells keep their printed output, failing

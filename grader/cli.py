@@ -1,0 +1,89 @@
+"""Command line: ``python -m autograder COMMAND``.
+
+  release [--check] A...     generate release/ from source/ (or check it is current)
+  grade A [--workers N] [--scheduler ADDR] [--force]
+                             sandboxed, trusted grading of submitted/*/A
+  export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
+  submission A --student S   build a submission from the release notebook
+  demo [--dir demo]          the instructor's whole job on a sample class
+  bench [A...] [--parts student grading scale] [--size 24]
+                             student run time; plain nbgrader vs pipeline; scale
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _assignments(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "source").glob("[0-9][0-9]_*") if p.is_dir())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    root = Path.cwd()
+    if command == "submission":
+        from grader.tools.submission import main as submission_main
+
+        return submission_main(rest)
+    parser = argparse.ArgumentParser(prog=f"python -m autograder {command}")
+    if command == "release":
+        from grader.course import release
+
+        parser.add_argument("assignments", nargs="*")
+        parser.add_argument("--check", action="store_true")
+        args = parser.parse_args(rest)
+        return release(args.assignments or _assignments(root), check=args.check, repo=root)
+    if command == "grade":
+        from grader.pipeline import grade_assignment
+
+        parser.add_argument("assignment")
+        parser.add_argument("--workers", type=int, default=None,
+                            help="parallel sandboxes on this machine (default: all cores)")
+        parser.add_argument("--scheduler", default=None,
+                            help="address of a Dask scheduler (tcp://host:8786) to run on")
+        parser.add_argument("--force", action="store_true",
+                            help="grade again what the ledger says is done")
+        args = parser.parse_args(rest)
+        outcomes = grade_assignment(root, args.assignment, workers=args.workers,
+                                    scheduler=args.scheduler, force=args.force)
+        return 0 if outcomes is not None else 1
+    if command == "export":
+        from grader.course import run_nbgrader
+
+        parser.add_argument("--to", default="grades.csv")
+        args = parser.parse_args(rest)
+        run_nbgrader(["export", "--exporter=grader.export.StatusCsvExport",
+                      f"--StatusCsvExport.course_root={root}", "--to", args.to],
+                     cwd=root, capture=False)
+        print(f"wrote {args.to}")
+        return 0
+    if command == "demo":
+        from grader.tools.demo import run_demo
+
+        parser.add_argument("--dir", default="demo")
+        parser.add_argument("--assignments", nargs="*", default=None)
+        args = parser.parse_args(rest)
+        return run_demo(args.dir, args.assignments or _assignments(root))
+    if command == "bench":
+        from grader.tools.bench import main as bench_main
+
+        parser.add_argument("assignments", nargs="*")
+        parser.add_argument("--parts", nargs="+", default=["student", "grading", "scale"],
+                            choices=["student", "grading", "scale"])
+        parser.add_argument("--size", type=int, default=24, help="submissions per class")
+        parser.add_argument("--scale-module", default="01_grad")
+        args = parser.parse_args(rest)
+        return bench_main(args.assignments or _assignments(root), parts=tuple(args.parts),
+                          size=args.size, scale_module=args.scale_module)
+    print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
