@@ -42,7 +42,7 @@ if os.environ.get("JAXCOURSE_BUNDLES"):
         "grader.nbgrader_plugins.NoDisplayCredit",
         "nbconvert.preprocessors.ClearMetadataPreprocessor",
         "nbgrader.preprocessors.LimitOutput",
-        "nbgrader.preprocessors.SaveAutoGrades",
+        "grader.nbgrader_plugins.SaveTrustedGrades",
         "nbgrader.preprocessors.AssignLatePenalties",
         "nbgrader.preprocessors.CheckCellMetadata",
     ]

@@ -109,7 +109,9 @@ def describe_value(x: Any) -> str:
         inner = ", ".join(describe_value(v) for v in x[:6])
         return f"({inner})" if isinstance(x, tuple) else f"[{inner}]"
     if callable(x):
-        return getattr(x, "__name__", type(x).__name__)
+        name = getattr(x, "__name__", type(x).__name__)
+        # A test's private helpers (_rosen) are not named in feedback.
+        return "a function" if name.startswith("_") or name == "<lambda>" else name
     return type(x).__name__
 
 

@@ -13,9 +13,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from autograder._feedback import call_signature, describe_value, fail
+from autograder._check import Check, explainer, run
+from autograder._feedback import call_signature, describe_value, format_failure
 from autograder._numeric import assert_tree_matches, call_student
-from autograder._quiet import quiet, report_captured
 
 
 def _to_float64(tree):
@@ -60,6 +60,80 @@ def _seed(name: str, k: int) -> int:
     return (zlib.crc32(name.encode()) + 7919 * k) % (2**31)
 
 
+def _leaves_to_check(args64, nums, f):
+    """``[(pos, num, i, label, x, treedef, leaves)]`` for every float leaf differentiated."""
+    import jax
+    import jax.numpy as jnp
+
+    out = []
+    for pos, num in enumerate(nums):
+        leaves, treedef = jax.tree_util.tree_flatten_with_path(args64[num])
+        for i, (path, x) in enumerate(leaves):
+            x = jnp.asarray(x)
+            if jnp.issubdtype(x.dtype, jnp.floating):
+                out.append((pos, num, i, _arg_name(f, num) + jax.tree_util.keystr(path), x,
+                            treedef, leaves))
+    return out
+
+
+def _direction(label: str, k: int, shape) -> np.ndarray:
+    v = np.random.default_rng(_seed(label, k)).normal(size=shape)
+    return v / max(np.linalg.norm(v), 1e-12)
+
+
+def collect_directional(grad_fn: Callable, f: Callable, args: Sequence, *,
+                        argnums: int | Sequence[int] = 0, directions: int = 3) -> dict:
+    """``{leaf: [<grad_fn(*args), v_k>, ...]}`` in float64 (runs the student's gradient).
+
+    ``f`` only names the arguments (its signature); it is not called.
+    """
+    import jax
+
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    with jax.enable_x64(True):
+        args64 = list(_to_float64(tuple(args)))
+        grad = grad_fn(*args64)
+        grads = (grad,) if single else tuple(grad)
+        out = {}
+        for pos, num, i, label, x, treedef, _ in _leaves_to_check(args64, nums, f):
+            g = np.asarray(treedef.flatten_up_to(grads[pos])[i], dtype=np.float64)
+            out[label] = [float(np.sum(g * _direction(label, k, x.shape)))
+                          for k in range(directions)]
+    return out
+
+
+def collect_finite_differences(f: Callable, args: Sequence, *,
+                               argnums: int | Sequence[int] = 0, directions: int = 3,
+                               eps: float = 1e-6) -> dict:
+    """``{leaf: [(f(x + h v_k) - f(x - h v_k)) / 2h, ...]}`` of a scalar ``f`` in float64."""
+    import jax
+    import jax.numpy as jnp
+
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    with jax.enable_x64(True):
+        args64 = list(_to_float64(tuple(args)))
+        fc = _compiled_or_eager(f, args64)
+        out = {}
+        for _, num, i, label, x, treedef, leaves in _leaves_to_check(args64, nums, f):
+            scale = float(max(1.0, float(jnp.max(jnp.abs(x))) if x.size else 1.0))
+            h = eps * scale
+            slopes = []
+            for k in range(directions):
+                v = jnp.asarray(_direction(label, k, x.shape), x.dtype)
+
+                def shifted(sign):
+                    new_leaves = [leaf for _, leaf in leaves]
+                    new_leaves[i] = x + sign * h * v
+                    new_args = list(args64)
+                    new_args[num] = jax.tree_util.tree_unflatten(treedef, new_leaves)
+                    return float(fc(*new_args))
+
+                slopes.append((shifted(+1) - shifted(-1)) / (2 * h))
+            out[label] = slopes
+    return out
+
+
 def collect_grad_errors(grad_fn: Callable, f: Callable, args: Sequence, *,
                         argnums: int | Sequence[int] = 0, directions: int = 3,
                         eps: float = 1e-6, atol: float = 1e-8):
@@ -68,15 +142,6 @@ def collect_grad_errors(grad_fn: Callable, f: Callable, args: Sequence, *,
     For each leaf of the differentiated arguments and each of ``directions`` random
     unit directions ``v`` (seeded by the leaf's path), it compares the directional
     derivative ``<grad_fn(*args), v>`` with ``(f(x + eps v) - f(x - eps v)) / 2 eps``.
-
-    Args:
-      grad_fn: a function with the signature of ``f`` that returns the gradient with
-        respect to ``args[argnums]`` (a pytree like those arguments).
-      f: a scalar-valued function.
-      args: the point at which to compare (floats are promoted to float64).
-      argnums: which positional arguments are differentiated.
-      directions: random directions per leaf.
-      eps: the finite-difference step (relative to the leaf's scale).
 
     Returns:
       ``(gradient, errors)``: the student's gradient at float64 inputs, and
@@ -90,45 +155,51 @@ def collect_grad_errors(grad_fn: Callable, f: Callable, args: Sequence, *,
     True
     """
     import jax
-    import jax.numpy as jnp
 
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    analytic = collect_directional(grad_fn, f, args, argnums=argnums, directions=directions)
+    numeric = collect_finite_differences(f, args, argnums=argnums, directions=directions,
+                                         eps=eps)
     with jax.enable_x64(True):
-        args64 = list(_to_float64(tuple(args)))
-        grad = grad_fn(*args64)
-        f = _compiled_or_eager(f, args64)
-        grads = (grad,) if single else tuple(grad)
-        errors: dict[str, list[tuple[float, float, float]]] = {}
-        for pos, num in enumerate(nums):
-            leaves, treedef = jax.tree_util.tree_flatten_with_path(args64[num])
-            g_leaves = treedef.flatten_up_to(grads[pos])
-            for i, ((path, x), g) in enumerate(zip(leaves, g_leaves)):
-                label = _arg_name(f, num) + jax.tree_util.keystr(path)
-                x = jnp.asarray(x)
-                if not jnp.issubdtype(x.dtype, jnp.floating):
-                    continue
-                g = np.asarray(g, dtype=np.float64)
-                scale = float(max(1.0, float(jnp.max(jnp.abs(x))) if x.size else 1.0))
-                h = eps * scale
-                errs = []
-                for k in range(directions):
-                    v = np.random.default_rng(_seed(label, k)).normal(size=x.shape)
-                    v = v / max(np.linalg.norm(v), 1e-12)
+        grad = grad_fn(*_to_float64(tuple(args)))
+    return grad, {leaf: [(n, a, abs(n - a) / max(abs(n), abs(a), atol))
+                         for n, a in zip(numeric[leaf], analytic.get(leaf, []))]
+                  for leaf in numeric}
 
-                    def shifted(sign, i=i, v=v):
-                        new_leaves = [l for _, l in leaves]
-                        new_leaves[i] = x + sign * h * jnp.asarray(v, x.dtype)
-                        new_args = list(args64)
-                        new_args[num] = jax.tree_util.tree_unflatten(treedef, new_leaves)
-                        return float(f(*new_args))
 
-                    numeric = (shifted(+1) - shifted(-1)) / (2 * h)
-                    analytic = float(np.sum(g * v))
-                    denom = max(abs(numeric), abs(analytic), atol)
-                    errs.append((numeric, analytic, abs(numeric - analytic) / denom))
-                errors[label] = errs
-    return grad, errors
+@explainer("grad_numeric")
+def explain_grad_numeric(observed, expected, *, label: str, f_name: str = "f",
+                         rtol: float = 1e-4, atol: float = 1e-8, section: str | None = None,
+                         hint: str | None = None, **_ignored) -> str | None:
+    """Directional derivatives of the student's gradient against finite differences."""
+    analytic, numeric = observed.facts, expected.facts
+    bad = []
+    for leaf, slopes in numeric.items():
+        mine = analytic.get(leaf) if isinstance(analytic, dict) else None
+        if not isinstance(mine, list) or len(mine) != len(slopes):
+            bad.append(f"{leaf}: no gradient for this leaf")
+            continue
+        rels = [abs(n - a) / max(abs(n), abs(a), atol) if _finite(a) else float("inf")
+                for n, a in zip(slopes, mine)]
+        worst = max(range(len(rels)), key=lambda k: rels[k])
+        if not rels[worst] <= rtol:
+            bad.append(f"{leaf}: relative error {rels[worst]:.2g} along direction {worst}: "
+                       f"finite differences {slopes[worst]:.6g}, yours {mine[worst]:.6g}")
+    if not bad:
+        return None
+    what = (f"{label} is not the gradient of {f_name}: directional derivatives "
+            "disagree with finite differences")
+    teach = dict(cause=hint or "a wrong derivative rule, a missing term or factor, or a "
+                 "gradient taken with respect to the wrong argument",
+                 fix="compare with jax.grad of your loss on a tiny input, term by term",
+                 section=section)
+    if len(bad) == 1:
+        return format_failure(what, expected=f"the finite-difference slope of {f_name} along "
+                              "random directions", got=bad[0], **teach)
+    return format_failure(what + f" for {len(bad)} leaves", details=bad, **teach)
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
 
 
 def assert_grad_matches_numeric(grad_fn: Callable, f: Callable, args: Sequence, *,
@@ -174,36 +245,19 @@ def assert_grad_matches_numeric(grad_fn: Callable, f: Callable, args: Sequence, 
     nums = (argnums,) if single else tuple(argnums)
     wrt = args[nums[0]] if single else tuple(args[n] for n in nums)
     # Rungs type/shape/finite on the float32 call first: clear messages, no float64 noise.
-    got, captured = call_student(grad_fn, args, name=label, section=section)
+    got, _ = call_student(grad_fn, args, name=label, section=section)
     like = jax.tree.map(lambda x: np.zeros(np.shape(x), np.float32), wrt)
-    assert_tree_matches(got, like, name=label, dtype="kind", section=section,
-                        values=False,
+    assert_tree_matches(got, like, name=label, dtype="kind", section=section, values=False,
                         hint=hint or "the gradient must have the structure and shape of "
                                      "the argument it is taken with respect to")
-    with quiet() as captured64:
-        _, errors = collect_grad_errors(grad_fn, f, args, argnums=argnums,
-                                        directions=directions)
-    bad = []
-    for leaf, errs in errors.items():
-        worst = max(range(len(errs)), key=lambda k: errs[k][2])
-        numeric, analytic, rel = errs[worst]
-        if not rel <= rtol:
-            bad.append(f"{leaf}: relative error {rel:.2g} along direction {worst}: "
-                       f"finite differences {numeric:.6g}, yours {analytic:.6g}")
-    fname = getattr(f, "__name__", "f")
-    if bad:
-        what = (f"{label} is not the gradient of {fname}: directional derivatives "
-                "disagree with finite differences")
-        kwargs = dict(cause=hint or "a wrong derivative rule, a missing term or factor, or a "
-                      "gradient taken with respect to the wrong argument",
-                      fix="compare with jax.grad of your loss on a tiny input, term by term",
-                      section=section)
-        if len(bad) == 1:
-            fail(what, expected=f"the finite-difference slope of {fname} along random "
-                 "directions", got=bad[0], **kwargs)
-        fail(what + f" for {len(bad)} leaves", details=bad, **kwargs)
-    report_captured(captured, label)
-    del captured64
+    run(Check("grad_numeric", label,
+              observe=lambda: collect_directional(grad_fn, f, args, argnums=argnums,
+                                                  directions=directions),
+              expect=lambda: collect_finite_differences(f, args, argnums=argnums,
+                                                        directions=directions),
+              observe_as="facts", expect_as="facts",
+              params=dict(f_name=getattr(f, "__name__", "f"), rtol=rtol, section=section,
+                          hint=hint)))
 
 
 def assert_grads_match_numeric(f: Callable, args: Sequence, *,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder._feedback import CheckFailure, call_signature, describe_value, fail
-from autograder._quiet import quiet, report_captured
+from autograder import _wire
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import call_signature, format_failure, short_dtype
 
 # Captured at import, before any student code runs: a submission that patches
 # numpy later does not change what the checks compute.
@@ -38,65 +39,108 @@ _CAUSES = {
 
 
 def _kind(dtype) -> str:
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
+    """``float``, ``int``, ``bool``, ``complex`` (a dtype or its name, bfloat16 included).
+
+    >>> _kind("bfloat16"), _kind("int32"), _kind(np.float64)
+    ('float', 'int', 'float')
+    """
+    name = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+    if name == "bool":
         return "bool"
-    for kind, base in (("complex", np.complexfloating), ("float", np.floating),
-                       ("int", np.integer)):
-        if _issubdtype(dtype, base):
+    for kind, prefixes in (("complex", ("complex",)), ("float", ("float", "bfloat")),
+                           ("int", ("int", "uint"))):
+        if name.startswith(prefixes):
             return kind
-    if str(dtype).startswith("bfloat16") or str(dtype).startswith("float8"):
-        return "float"
-    return str(dtype)
+    return name
 
 
-def _is_arraylike(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") or isinstance(x, (bool, int, float, complex, np.generic))
+def _leaf_failure(got: _wire.Leaf, expected: _wire.Leaf, *, rtol, atol, dtype,
+                  values=True) -> tuple[str, str] | None:
+    """Returns (rung, text) for the first failing rung of one leaf, or None.
 
-
-def _leaf_failure(got, expected, *, rtol, atol, dtype, values=True) -> tuple[str, str] | None:
-    """Returns (rung, text) for the first failing rung of one leaf, or None."""
-    if not _is_arraylike(got):
-        return "type", f"expected an array like {describe_value(expected)}, got {describe_value(got)}"
-    if getattr(got, "dtype", None) is not None and str(got.dtype).startswith("key<"):
-        return "type", "got a PRNG key array, expected numbers"
-    g = _asarray(got)
-    e = _asarray(expected)
+    ``dtype``: ``"exact"`` (the dtype's name), ``"kind"`` (float/int/bool/complex) or
+    None. A Python scalar counts as its NumPy dtype (``float`` is float64).
+    """
+    if expected.kind in ("none", "text", "other"):
+        if got.kind != expected.kind or (expected.kind == "text" and got.value != expected.value):
+            return "type", f"expected {_describe(expected)}, got {_describe(got)}"
+        return None
+    if expected.kind == "key" or got.kind == "key":
+        if got.kind != expected.kind:
+            return "type", f"expected {_describe(expected)}, got {_describe(got)}"
+    elif got.kind not in ("array", "scalar"):
+        return "type", f"expected an array like {_describe(expected)}, got {_describe(got)}"
+    g, e = got.value, expected.value
     if g.shape != e.shape:
         return "shape", f"shape expected {e.shape}, got {g.shape}"
-    if dtype == "exact" and g.dtype != e.dtype:
-        return "dtype", f"dtype expected {e.dtype}, got {g.dtype}"
-    if dtype == "kind" and _kind(g.dtype) != _kind(e.dtype):
-        return "dtype", f"dtype expected {e.dtype} ({_kind(e.dtype)}), got {g.dtype} ({_kind(g.dtype)})"
-    if _kind(e.dtype) in ("float", "complex"):
-        e_fin = _isfinite(e)
-        g_fin = _isfinite(g)
-        bad = e_fin & ~g_fin
+    if dtype == "exact" and got.dtype != expected.dtype:
+        return "dtype", f"dtype expected {expected.dtype}, got {got.dtype}"
+    if dtype in ("kind", "exact") and _kind(got.dtype) != _kind(expected.dtype):
+        return "dtype", (f"dtype expected {expected.dtype} ({_kind(expected.dtype)}), "
+                         f"got {got.dtype} ({_kind(got.dtype)})")
+    if expected.kind == "key":
+        return None if not values or np.array_equal(g, e) else (
+            "values", "the keys hold different key data")
+    if _kind(expected.dtype) in ("float", "complex") and g.dtype.kind in "fc":
+        bad = _isfinite(e) & ~_isfinite(g)
         if bad.any():
-            idx = tuple(int(i) for i in _unravel(int(_argmax(bad)), bad.shape)) if bad.ndim else ()
+            idx = _first(bad)
             return "finite", (f"{int(bad.sum())} of {bad.size} entries are not finite "
                               f"(first at index {idx}: {g[idx] if idx else g})")
     if not values:
         return None
-    if _kind(e.dtype) == "bool" or _kind(e.dtype) == "int":
+    if _kind(expected.dtype) in ("bool", "int") or g.dtype.kind not in "fciub":
         ok = (g == e)
-        if not ok.all():
-            idx = tuple(int(i) for i in _unravel(int(_argmax(~ok)), ok.shape)) if ok.ndim else ()
+        if not np.all(ok):
+            idx = _first(~ok)
             return "values", (f"{int((~ok).sum())} of {ok.size} entries differ "
                               f"(first at index {idx}: expected {e[idx]}, got {g[idx]})")
         return None
-    gf = g.astype(np.float64) if _kind(g.dtype) != "complex" else g
-    ef = e.astype(np.float64) if _kind(e.dtype) != "complex" else e
+    gf = g.astype(np.complex128 if g.dtype.kind == "c" else np.float64)
+    ef = e.astype(np.complex128 if e.dtype.kind == "c" else np.float64)
     err = _abs(gf - ef)
     tol = atol + rtol * _abs(ef)
-    bad = ~(err <= tol)
+    both_nan = ~_isfinite(ef) & ~_isfinite(gf) & (np.isnan(ef) == np.isnan(gf))
+    same_inf = np.isinf(ef) & (gf == ef)
+    bad = ~((err <= tol) | both_nan | same_inf)
     if bad.any():
-        worst = int(_argmax((err - tol).ravel()))
+        worst = int(_argmax(np.where(bad, err - tol, -np.inf).ravel()))
         idx = tuple(int(i) for i in _unravel(worst, bad.shape)) if bad.ndim else ()
         return "values", (f"{int(bad.sum())} of {bad.size} entries differ beyond "
                           f"rtol={rtol:g}, atol={atol:g}; worst at index {idx}: "
                           f"expected {ef[idx]:.6g}, got {gf[idx]:.6g}")
     return None
+
+
+def _first(mask: np.ndarray) -> tuple:
+    return tuple(int(i) for i in _unravel(int(_argmax(mask)), mask.shape)) if mask.ndim else ()
+
+
+def _describe(leaf: _wire.Leaf) -> str:
+    if leaf.kind == "none":
+        return "None (is a return statement missing?)"
+    if leaf.kind == "text":
+        return f"the string {leaf.value[:60]!r}"
+    if leaf.kind == "other":
+        return f"a {leaf.value}"
+    if leaf.kind == "scalar":
+        return f"a Python {leaf.dtype.rstrip('0123456789')} {leaf.value.item()!r}"
+    if leaf.kind == "key":
+        return f"a PRNG key array {leaf.dtype}{list(leaf.shape)}"
+    return f"{short_dtype(leaf.dtype)}[{','.join(str(s) for s in leaf.shape)}]"
+
+
+def _render(obs: _wire.Observation) -> str:
+    """A pytree as text, each leaf described: ``(f32[3], {'b': f32[]})``."""
+    text = obs.tree[len("PyTreeDef("):-1] if obs.tree.startswith("PyTreeDef(") else obs.tree
+    parts = text.split("*")
+    if len(parts) != len(obs.leaves) + 1:
+        return obs.tree
+    out = parts[0]
+    for leaf, rest in zip(obs.leaves, parts[1:]):
+        out += (_describe(leaf) if leaf.kind != "array" else
+                f"{short_dtype(leaf.dtype)}[{','.join(str(s) for s in leaf.shape)}]") + rest
+    return out[:300]
 
 
 def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 1e-6,
@@ -105,7 +149,8 @@ def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 
     """Compares two pytrees leaf by leaf; returns ``[(path, rung, text), ...]``.
 
     An empty list means they match. The structure itself is the first rung: if it
-    differs, a single ``("(structure)", "type", ...)`` entry says how.
+    differs, a single ``("(structure)", "type", ...)`` entry says how. Either side may
+    be a live pytree or an observation (:mod:`autograder._wire`).
 
     >>> import jax.numpy as jnp
     >>> collect_tree_mismatches({"w": jnp.ones(3)}, {"w": jnp.ones(3)})
@@ -113,38 +158,76 @@ def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 
     >>> collect_tree_mismatches({"w": jnp.ones(2)}, {"w": jnp.ones(3)})
     [("['w']", 'shape', 'shape expected (3,), got (2,)')]
     """
-    import jax
-
-    e_leaves, e_def = jax.tree_util.tree_flatten_with_path(expected)
-    try:
-        g_leaves = e_def.flatten_up_to(got)
-    except (ValueError, TypeError) as err:
-        g_def = jax.tree.structure(got)
-        detail = _structure_difference(got, expected) or f"{g_def} instead of {e_def}"
-        del err
-        return [(STRUCTURE, "type", f"structure differs: {detail}")]
+    g = got if isinstance(got, _wire.Observation) else _wire.observe_tree(got)
+    e = expected if isinstance(expected, _wire.Observation) else _wire.observe_tree(expected)
+    if g.tree != e.tree or len(g.leaves) != len(e.leaves):
+        return [(STRUCTURE, "type", f"structure differs: {_structure_difference(g, e)}")]
     out = []
-    for (path, e), g in zip(e_leaves, g_leaves):
-        res = _leaf_failure(g, e, rtol=rtol, atol=atol, dtype=dtype, values=values)
+    for gl, el in zip(g.leaves, e.leaves):
+        res = _leaf_failure(gl, el, rtol=rtol, atol=atol, dtype=dtype, values=values)
         if res is not None:
-            out.append((jax.tree_util.keystr(path), *res))
+            out.append((el.path, *res))
     return out
 
 
-def _structure_difference(got, expected) -> str:
-    if isinstance(expected, dict) and isinstance(got, dict):
-        missing = sorted(map(str, set(expected) - set(got)))
-        extra = sorted(map(str, set(got) - set(expected)))
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing}")
-        if extra:
-            parts.append(f"unexpected keys {extra}")
-        return ", ".join(parts)
-    if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)):
-        if len(expected) != len(got):
-            return f"expected {len(expected)} items, got {len(got)}"
-    return f"expected {describe_value(expected)}, got {describe_value(got)}"
+def _structure_difference(got: _wire.Observation, expected: _wire.Observation) -> str:
+    """How two observed pytrees differ, said with their leaf paths."""
+    gp, ep = got.paths(), expected.paths()
+    if gp == [""] and ep != [""]:
+        return f"expected {expected.tree}, got a single {_describe(got.leaves[0])}"
+    missing = [p for p in ep if p not in gp]
+    extra = [p for p in gp if p not in ep]
+    parts = []
+    if missing:
+        parts.append("missing " + ", ".join(missing[:6]) + (" ..." if len(missing) > 6 else ""))
+    if extra:
+        parts.append("unexpected " + ", ".join(extra[:6]) + (" ..." if len(extra) > 6 else ""))
+    if parts:
+        return "; ".join(parts)
+    return f"expected {expected.tree}, got {got.tree}"
+
+
+def explain_tree(got: _wire.Observation, expected: _wire.Observation, *, label: str,
+                 rtol: float = 1e-5, atol: float = 1e-6, dtype: str | None = "kind",
+                 values: bool = True, section: str | None = None, hint: str | None = None,
+                 fix: str | None = None, **_ignored) -> str | None:
+    """The value ladder's verdict on two observed pytrees: a message or None.
+
+    The coarsest failing rung is reported, for every leaf that fails it.
+    """
+    mismatches = collect_tree_mismatches(got, expected, rtol=rtol, atol=atol, dtype=dtype,
+                                         values=values)
+    if not mismatches:
+        return None
+    rung = min((m[1] for m in mismatches), key=RUNGS.index)
+    shown = [m for m in mismatches if m[1] == rung]
+    cause, default_fix = _CAUSES[rung]
+    what = f"{label} has the wrong {rung}" if rung != "values" else f"{label} has wrong values"
+    if rung == "finite":
+        what = f"{label} contains NaN or inf"
+    if rung == "type" and shown[0][0] == STRUCTURE:
+        what = f"{label} has the wrong structure"
+        if expected.paths() == [""]:  # one array was asked for: name what came instead
+            what = f"{label} has the wrong type"
+            shown = [(STRUCTURE, "type", _render(got))]
+    expected_text = {
+        "type": expected.tree if len(expected.leaves) != 1 else _describe(expected.leaves[0]),
+        "shape": _shapes(expected), "dtype": _dtypes(expected),
+        "finite": "finite values everywhere",
+        "values": "entries within rtol/atol of the reference",
+    }[rung]
+    teach = dict(cause=hint or cause, fix=fix or default_fix, section=section)
+    if len(shown) == 1:
+        path, _, text = shown[0]
+        got_text = f"{path}: {text}" if path and path != STRUCTURE else text
+        return format_failure(what, expected=expected_text, got=got_text, **teach)
+    return format_failure(f"{what}: {len(shown)} leaves differ",
+                          details=[f"{p}: {t}" for p, _, t in shown], **teach)
+
+
+@explainer("values")
+def _explain_values(observed, expected, **params):
+    return explain_tree(observed, expected, **params)
 
 
 def assert_tree_matches(got, expected, *, name: str = "result", rtol: float = 1e-5,
@@ -179,96 +262,42 @@ def assert_tree_matches(got, expected, *, name: str = "result", rtol: float = 1e
       fix: compare your result with a small example by hand
     """
     __tracebackhide__ = True
-    mismatches = collect_tree_mismatches(got, expected, rtol=rtol, atol=atol, dtype=dtype,
-                                         values=values)
-    if not mismatches:
-        return
-    rung = min((m[1] for m in mismatches), key=RUNGS.index)
-    # Report the coarsest rung only: finer rungs are meaningless until it is fixed.
-    shown = [m for m in mismatches if m[1] == rung]
-    cause, default_fix = _CAUSES[rung]
-    what = f"{name} has the wrong {rung}" if rung != "values" else f"{name} has wrong values"
-    if rung == "finite":
-        what = f"{name} contains NaN or inf"
-    if rung == "type" and shown[0][0] == STRUCTURE:
-        what = f"{name} has the wrong structure"
-    expected_text = {
-        "type": describe_value(expected), "shape": _shapes(expected),
-        "dtype": _dtypes(expected), "finite": "finite values everywhere",
-        "values": "entries within rtol/atol of the reference",
-    }[rung]
-    if len(shown) == 1 and shown[0][0] in ("", STRUCTURE):
-        fail(what, rung=rung, expected=expected_text, got=shown[0][2], cause=hint or cause,
-             fix=fix or default_fix, section=section)
-    if len(shown) == 1:
-        path, _, text = shown[0]
-        got_text = f"{path}: {text}" if path else text
-        fail(what, rung=rung, expected=expected_text, got=got_text, cause=hint or cause,
-             fix=fix or default_fix, section=section)
-    fail(f"{what}: {len(shown)} leaves differ", rung=rung,
-         details=[f"{p}: {t}" for p, _, t in shown], cause=hint or cause,
-         fix=fix or default_fix, section=section)
+    run(Check("values", name, observe=lambda: got, expect=lambda: expected,
+              params=dict(rtol=rtol, atol=atol, dtype=dtype, values=values, section=section,
+                          hint=hint, fix=fix)))
 
 
-def _shapes(tree) -> str:
-    import jax
-
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-    if len(leaves) == 1 and not leaves[0][0]:
-        return str(np.shape(leaves[0][1]))
-    return ", ".join(f"{jax.tree_util.keystr(p)} {np.shape(v)}" for p, v in leaves)
+def _shapes(obs: _wire.Observation) -> str:
+    if len(obs.leaves) == 1 and not obs.leaves[0].path:
+        return str(obs.leaves[0].shape)
+    return ", ".join(f"{leaf.path} {leaf.shape}" for leaf in obs.leaves)
 
 
-def _dtypes(tree) -> str:
-    import jax
-
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-    if len(leaves) == 1 and not leaves[0][0]:
-        return str(_asarray(leaves[0][1]).dtype)
-    return ", ".join(f"{jax.tree_util.keystr(p)} {_asarray(v).dtype}" for p, v in leaves)
+def _dtypes(obs: _wire.Observation) -> str:
+    if len(obs.leaves) == 1 and not obs.leaves[0].path:
+        return obs.leaves[0].dtype or obs.leaves[0].kind
+    return ", ".join(f"{leaf.path} {leaf.dtype or leaf.kind}" for leaf in obs.leaves)
 
 
 def call_student(fn, args=(), kwargs=None, *, name: str | None = None,
                  section: str | None = None):
-    """Calls a student's function inside :func:`quiet`, turning errors into feedback.
+    """Calls a student's function, turning errors into feedback; ``(result, captured)``.
 
-    Returns ``(result, captured)``. A ``NotImplementedError`` becomes "not implemented
-    yet"; any other exception is reported with the call that raised it, chained so the
-    traceback still shows the student's own line.
+    A ``NotImplementedError`` becomes "not implemented yet"; any other exception is
+    reported with the call that raised it, chained so the traceback still shows the
+    student's own line. In a grading run the call is recorded (and ``None`` returned
+    for a call that failed); the grader judges it outside.
     """
     __tracebackhide__ = True
     kwargs = kwargs or {}
     label = name or call_signature(fn, args, kwargs)
-    if not callable(fn):
-        fail(f"{label} is not a function", rung="type", expected="a function",
-             got=describe_value(fn), fix="define it with `def` in the exercise's solution cell",
-             section=section)
-    with quiet() as captured:
-        try:
-            result = fn(*args, **kwargs)
-        except NotImplementedError:
-            result = _NOT_IMPLEMENTED
-        except Exception as err:  # noqa: BLE001 - any student error becomes feedback
-            raise CheckFailure(_raised_message(label, err, section), rung="type") from err
-    if result is _NOT_IMPLEMENTED:
-        fail(f"{getattr(fn, '__name__', label)} is not implemented yet", rung="type",
-             fix="replace `raise NotImplementedError()` in its solution cell with your code",
-             section=section)
-    return result, captured
+    return run(Check("call", label, observe=lambda: call(fn, args, kwargs),
+                     params=dict(section=section)), with_captured=True)
 
 
-_NOT_IMPLEMENTED = object()
-
-
-def _raised_message(label: str, err: BaseException, section: str | None) -> str:
-    from autograder._feedback import format_failure
-
-    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return format_failure(
-        f"{label} raised {type(err).__name__}" + (f": {text}" if text else ""),
-        cause="the traceback above points at the line in your code that failed",
-        fix="run the exercise's 'try it' cell to reproduce the error, then fix that line",
-        section=section)
+@explainer("call")
+def _explain_call(observed, expected, **params):
+    return None  # a call that returned passes; one that raised is explained by explain_error
 
 
 def assert_matches_reference(fn, reference, args=(), kwargs=None, *, rtol: float = 1e-5,
@@ -298,10 +327,8 @@ def assert_matches_reference(fn, reference, args=(), kwargs=None, *, rtol: float
     """
     __tracebackhide__ = True
     kwargs = kwargs or {}
-    expected = reference(*args, **kwargs)
     label = name or call_signature(fn, args, kwargs)
-    got, captured = call_student(fn, args, kwargs, name=label, section=section)
-    assert_tree_matches(got, expected, name=label, rtol=rtol, atol=atol, dtype=dtype,
-                        section=section, hint=hint, fix=fix)
-    report_captured(captured, label)
-    return got
+    return run(Check("values", label, observe=lambda: call(fn, args, kwargs),
+                     expect=lambda: reference(*args, **kwargs),
+                     params=dict(rtol=rtol, atol=atol, dtype=dtype, values=True,
+                                 section=section, hint=hint, fix=fix)))

@@ -32,25 +32,11 @@ def nbgrader_env() -> dict[str, str]:
     return env
 
 
-# ``nbgrader ARGS`` with one second less of start-up: jsonschema (imported through
-# nbformat) loads its optional IRI format checker, rfc3987_syntax (a dependency of
-# jupyter_events), which compiles a grammar at import time. jsonschema skips the
-# checker when the import fails; nbgrader never validates IRI formats. The grading
-# sandbox's driver (_sandbox_child.py) does the same.
-_LEAN_START = "import json, sys; sys.modules.setdefault('rfc3987_syntax', None); "
-_NBGRADER_MAIN = _LEAN_START + "from nbgrader.apps.nbgraderapp import main; main()"
-# The same, but the arguments come later, as one JSON list on stdin (EOF: exit).
-_NBGRADER_LATER = (_LEAN_START + "from nbgrader.apps.nbgraderapp import NbGraderApp; "
-                   "line = sys.stdin.readline(); "
-                   "line or sys.exit(0); "
-                   "NbGraderApp.launch_instance(argv=json.loads(line))")
-
-
 def run_nbgrader(args: list[str], cwd: os.PathLike, *, check: bool = True,
                  capture: bool = True, timeout: float | None = None,
                  env: dict[str, str] | None = None):
     """Runs ``nbgrader ARGS`` in ``cwd`` with this interpreter (``env``: extra variables)."""
-    cmd = [sys.executable, "-c", _NBGRADER_MAIN, *args]
+    cmd = [sys.executable, "-m", "grader.nbgrader_main", *args]
     proc = subprocess.run(cmd, cwd=cwd, env={**nbgrader_env(), **(env or {})}, text=True,
                           capture_output=capture, timeout=timeout)
     if check and proc.returncode != 0:
@@ -58,32 +44,6 @@ def run_nbgrader(args: list[str], cwd: os.PathLike, *, check: bool = True,
                            f"{proc.returncode} in {cwd}:\n{(proc.stdout or '')[-3000:]}"
                            f"{(proc.stderr or '')[-3000:]}")
     return proc
-
-
-def start_nbgrader(cwd: os.PathLike, log: os.PathLike, *,
-                   env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Starts an nbgrader process that imports itself now and runs when told what.
-
-    :func:`give_nbgrader_args` sends its arguments; it then runs ``nbgrader ARGS`` in
-    ``cwd`` as the command line does. Importing nbgrader is most of a short run's
-    time (2.5 s of 4.7 s for 24 notebooks on a 2-core machine): a batch starts the
-    process for its next recording while other work goes on. Output goes to ``log``
-    (a pipe nobody reads could fill and stall it).
-    """
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-c", _NBGRADER_LATER], cwd=cwd,
-                                env={**nbgrader_env(), **(env or {})}, stdin=subprocess.PIPE,
-                                stdout=out, stderr=subprocess.STDOUT)
-
-
-def give_nbgrader_args(proc: subprocess.Popen, args: list[str] | None) -> None:
-    """Starts a :func:`start_nbgrader` process's run (None: lets it exit unused)."""
-    try:
-        if args is not None:
-            proc.stdin.write((json.dumps(args) + "\n").encode())
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # it died while waiting: the caller sees a failed run
 
 
 def make_scratch_course(dest: os.PathLike, assignments: list[str], *,

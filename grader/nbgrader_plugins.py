@@ -13,7 +13,7 @@ expected against got, the likely cause, the fix and the section to reread.
 from __future__ import annotations
 
 from nbgrader import utils
-from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor, SaveAutoGrades
 
 
 class HideHiddenTests(ClearHiddenTests):
@@ -47,6 +47,7 @@ class NoDisplayCredit(NbGraderPreprocessor):
 
 _KEEP_MIME = ("text/plain", "image/png")
 _MAX_TEXT = 100_000
+HELD = "jaxcourse_held"  # cell metadata: the reason an exercise's points are held
 
 
 def _clean_text(value) -> str:
@@ -108,16 +109,25 @@ class TrustedReplay(NbGraderPreprocessor):
                 / f"{info['notebook']}.json")
         bundle = json.loads(path.read_text())
         outputs, verdicts = bundle["outputs"], bundle["verdicts"]
+        held_solutions = bundle.get("held_solutions", {})
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
             outs = sanitize_outputs(outputs[index] if index < len(outputs) else [])
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if utils.is_solution(cell) and gid in held_solutions:
+                cell.metadata[HELD] = held_solutions[gid]
             if utils.is_grade(cell) and not utils.is_solution(cell):
-                verdict = verdicts.get(cell.metadata["nbgrader"]["grade_id"],
-                                       {"passed": False, "message": "this test cell was not graded"})
+                verdict = verdicts.get(gid, {"passed": False,
+                                             "message": "this test cell was not graded"})
                 visible = [o.evalue for o in outs if o.output_type == "error"]
                 outs = [o for o in outs if o.output_type == "stream" and o.name == "stdout"]
-                if not verdict["passed"]:
+                if verdict.get("held"):
+                    cell.metadata[HELD] = verdict["message"]
+                    outs.append(v4.new_output("error", ename="HeldForReview",
+                                              evalue=verdict["message"],
+                                              traceback=[f"HeldForReview: {verdict['message']}"]))
+                elif not verdict["passed"]:
                     message = verdict["message"]
                     if visible and visible[0].strip():
                         message += ("\n\nThe visible test in your notebook said:\n"
@@ -127,3 +137,31 @@ class TrustedReplay(NbGraderPreprocessor):
             cell.outputs = outs
             cell.execution_count = None
         return nb, resources
+
+
+class SaveTrustedGrades(SaveAutoGrades):
+    """nbgrader's SaveAutoGrades, plus exercises held for review by the tampering policy.
+
+    A held test cell scores 0 automatically and is marked as needing manual grading, so
+    the Formgrader lists it; the reason is the auto-comment of the solution cell. A
+    manual score, once given, counts as usual.
+    """
+
+    def _add_score(self, cell, resources) -> None:
+        super()._add_score(cell, resources)
+        if cell.metadata.get(HELD):
+            grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"],
+                                              self.notebook_id, self.assignment_id,
+                                              self.student_id)
+            grade.auto_score = 0.0
+            grade.needs_manual_grade = True
+            self.gradebook.db.commit()
+
+    def _add_comment(self, cell, resources) -> None:
+        super()._add_comment(cell, resources)
+        if cell.metadata.get(HELD):
+            comment = self.gradebook.find_comment(cell.metadata["nbgrader"]["grade_id"],
+                                                  self.notebook_id, self.assignment_id,
+                                                  self.student_id)
+            comment.auto_comment = f"Held for review: {cell.metadata[HELD]}"[:5000]
+            self.gradebook.db.commit()

@@ -6,12 +6,15 @@
    notebook and under the size limit; otherwise the submission needs attention
    (``malformed``) and the rest of the batch goes on.
 2. **Reference** (once per assignment, cached): the instructor's source notebook
-   runs in the sandbox with the spec's probes (``grader/specs/A.py``).
+   runs in the sandbox, its test cells recording what every check observed and
+   expected (``grader.runner.reference_results``); programs are judged
+   (``grader.programs``); a check the instructor's own solution fails stops grading.
 3. **Run and judge** (one task per submission, on a concurrent.futures executor: a
    local process pool, or a Dask cluster with ``--scheduler``): the notebook is
    rebuilt from the instructor's copy with only the submission's solution sources,
-   runs in a sandbox (``_sandbox``), and its probe values are judged against the
-   reference outside the sandbox (``_trusted``). Tasks never touch the gradebook.
+   runs in a sandbox (``grader.sandbox``) with its test cells recording, and the
+   records are judged against the reference's outside the sandbox (``grader.judge``),
+   after the tampering policy (``grader.policy``). Tasks never touch the gradebook.
 4. **Record** (here, in chunks while the batch runs, one nbgrader process at a
    time): ``nbgrader autograde`` with the ``TrustedReplay`` preprocessor in place of
    execution writes the verdicts into the gradebook, so nbgrader keeps the gradebook,
@@ -41,7 +44,7 @@ REASONS = {
     "out_of_memory": "the notebook used more memory than allowed",
     "kernel_died": "the kernel crashed (os._exit, a segfault, a killed process)",
     "output_flood": "a cell printed far more output than allowed",
-    "tampering_suspected": "a solution reaches for the grader, the kernel or the system",
+    "held_for_review": "a solution reaches around the language: its exercise waits for a person",
     "grading_failed": "the grader itself failed on this submission (a bug: report it)",
 }
 MAX_NOTEBOOK_BYTES = 20_000_000
@@ -159,91 +162,125 @@ class Job:
     student: str
     sources: dict  # notebook name -> source notebook JSON
     submissions: dict  # notebook name -> submitted notebook JSON
-    reference: dict  # notebook name -> {probe file: hex}
+    reference: dict  # notebook name -> {"files": {result file: hex}, "derived": hex}
     limits: dict
-    specs_dir: str | None = None
     cache: str | None = None  # JAX compilation cache the reference run filled
 
 
-def _test_ids(nb: dict) -> set[str]:
-    from grader import trusted as _trusted
+def _decoded_reference(ref: dict, tests: list[str]):
+    from grader import runner as _runner
 
-    return {_trusted._meta(c).get("grade_id") for c in nb["cells"] if _trusted.is_test(c)}
+    cells = _runner.decode_all(ref["files"], tests)
+    derived = _derived_from_hex(ref.get("derived"))
+    return cells, derived
+
+
+def _derived_to_hex(derived: dict) -> str:
+    from autograder import _wire
+
+    records = tuple(_wire.Record("derived", k, {}, v) for k, v in derived.items())
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult("derived", records))
+    return json.dumps({"json": raw_json.hex(), "npz": raw_npz.hex()})
+
+
+def _derived_from_hex(text: str | None) -> dict:
+    from autograder import _wire
+
+    if not text:
+        return {}
+    doc = json.loads(text)
+    cell = _wire.loads(bytes.fromhex(doc["json"]), bytes.fromhex(doc["npz"]))
+    return {rec.label: rec.observed for rec in cell.records}
 
 
 def grade_task(job: Job) -> dict:
     """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
+    from grader import notebook as _nb
+    from grader import policy as _policy
+    from grader import programs as _programs
     from grader import runner as _runner
     from grader import sandbox as _sandbox
-    from grader import trusted as _trusted
 
     start = time.monotonic()
-    spec = _trusted.load_spec(job.assignment, job.specs_dir)
     limits = _sandbox.Limits(**job.limits)
-    bundles, solutions_seen = {}, {}
+    bundles, held_all = {}, {}
     for name, source in job.sources.items():
-        tests_here = _test_ids(source)
-        nb_spec = {t: p for t, p in spec.items() if t in tests_here}
-        files = {k: bytes.fromhex(v) for k, v in job.reference[name].items()}
-        reference = {t: _trusted.decode(files, t) for t in nb_spec}
-        own = _trusted.submitted_solutions(source)
-        stubs = {g: _runner.stub_source(s) for g, s in own.items()}
-        solutions = _trusted.submitted_solutions(job.submissions[name], wanted=set(own))
-        solutions_seen.update(solutions)
-        rebuilt = _trusted.rebuild(source, solutions, stubs)
+        tests = _nb.test_ids(source)
+        reference, reference_derived = _decoded_reference(job.reference[name], tests)
+        own = _nb.submitted_solutions(source)
+        stubs = {g: _nb.stub_source(s) for g, s in own.items()}
+        solutions = _nb.submitted_solutions(job.submissions[name], wanted=set(own))
+        held = _policy.held_tests(source, solutions)
+        held_all.update(held)
+        held_solutions = {g: "; ".join(r[:5])
+                          for g, r in _policy.held_exercises(source, solutions).items()}
+        rebuilt = _nb.rebuild(source, solutions, stubs)
         cache = Path(job.cache) if job.cache and Path(job.cache).is_dir() else None
-        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits, cache=cache)
-        bundle["verdicts"] = _runner.judge_bundle(bundle, nb_spec, reference)
-        missing = [t for t in tests_here if t not in nb_spec]
-        for t in missing:
-            bundle["verdicts"][t] = {"passed": False,
-                                     "message": f"no trusted check for {t} (the spec lacks it)"}
+        bundle = _runner.run_rebuilt(rebuilt, limits, cache=cache)
+        student = _runner.decode_all(bundle["files"], tests)
+        derived = _programs.judge(_programs.to_judge(student, reference), limits)
+        bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
+                                                  reference_derived=reference_derived,
+                                                  held=held)
+        bundle["held_solutions"] = held_solutions
         del bundle["files"]
         bundle["rebuilt"] = rebuilt
         bundles[name] = bundle
-    return {"student": job.student, "bundles": bundles,
-            "tampering": _runner.tampering_signs(solutions_seen),
+    return {"student": job.student, "bundles": bundles, "held": held_all,
             "seconds": time.monotonic() - start}
 
 
-def _reference(course: Path, assignment: str, limits, specs_dir=None) -> dict[str, dict]:
-    """Probe results of the source notebooks, computed once and cached on disk."""
-    from autograder import _probe
+def reference_key(course: Path, assignment: str, name: str, limits) -> str:
+    """What the reference results depend on: the source notebook, the check library,
+    the grader's judging code and the limits."""
+    import autograder
     from grader import runner as _runner
-    from grader import trusted as _trusted
 
-    spec = _trusted.load_spec(assignment, specs_dir)
+    lib = Path(autograder.__file__).parent
+    parts = [(Path(course) / "source" / assignment / name).read_bytes(),
+             json.dumps(dataclasses.asdict(limits))]
+    parts += [p.read_bytes() for p in sorted(lib.glob("*.py"))]
+    return _runner.digest(*parts)
+
+
+def _reference(course: Path, assignment: str, limits) -> dict[str, dict]:
+    """The reference run of every source notebook, computed once and cached on disk.
+
+    Stops with the list of checks the instructor's own solution fails: an exercise
+    whose definition is broken must not grade anyone.
+    """
+    from grader import judge as _judge
+    from grader import notebook as _nb
+    from grader import programs as _programs
+    from grader import runner as _runner
+
     out = {}
     for name in _notebook_names(course, assignment):
         path = Path(course) / "source" / assignment / name
-        key = _runner.digest(path.read_bytes(),
-                             _trusted.spec_path(assignment, specs_dir).read_bytes(),
-                             Path(_probe.__file__).read_bytes(),
-                             Path(_trusted.__file__).read_bytes(),
-                             json.dumps(dataclasses.asdict(limits)))
+        key = reference_key(course, assignment, name, limits)
         cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
         cached = _runner.read_json(cache)
         if cached is not None:
             out[name] = cached
             continue
         source = json.loads(path.read_text())
-        nb_spec = {t: p for t, p in spec.items() if t in _test_ids(source)}
-        rebuilt = _trusted.rebuild(source, _trusted.submitted_solutions(source), {})
+        tests = _nb.test_ids(source)
         compile_cache = cache_dir(course, assignment)
         compile_cache.mkdir(parents=True, exist_ok=True)
         compile_cache.chmod(0o700)
-        bundle = _runner.run_rebuilt(rebuilt, nb_spec, limits, cache=compile_cache,
-                                     cache_writable=True)
-        if bundle["incidents"]:
-            raise RuntimeError(f"source/{assignment}/{name} does not run cleanly in the sandbox: "
-                               f"{bundle['incidents']}")
-        files = {k: bytes.fromhex(v) for k, v in bundle["files"].items()}
-        _runner.reference_check(nb_spec, files)
+        result = _runner.reference_results(source, limits, cache=compile_cache)
+        cells = _runner.decode_all(result["files"], tests)
+        derived = _programs.judge(_programs.to_judge(cells, cells, with_expected=True), limits)
+        problems = [p for t in tests for p in _judge.reference_problems(cells.get(t), t, derived)]
+        if problems:
+            raise RuntimeError(f"source/{assignment}/{name} fails its own checks, so nothing "
+                               "was graded:\n" + "\n".join(problems))
+        result["derived"] = _derived_to_hex(derived)
         cache.parent.mkdir(parents=True, exist_ok=True)
         for old in cache.parent.glob(f"{name}.*.json"):
             old.unlink()
-        cache.write_text(json.dumps(bundle["files"]))
-        out[name] = bundle["files"]
+        cache.write_text(json.dumps(result))
+        out[name] = result
     return out
 
 
@@ -273,89 +310,109 @@ def _bundles_of(course: Path, assignment: str, student: str) -> dict:
 class _Recorder:
     """Writes judged submissions into the gradebook in chunks, while the batch runs.
 
-    A chunk is one ``nbgrader autograde`` over its own staging folder, with the
+    One ``python -m grader.recorder`` process for the whole batch calls nbgrader's
+    API (``NbGraderAPI.autograde``) on each staged submission, with the
     ``TrustedReplay`` preprocessor in place of execution (nbgrader_config.py selects
-    it when ``JAXCOURSE_BUNDLES`` is set). Chunks run one after another (nbgrader
-    keeps the gradebook; SQLite has one writer). The process of the next chunk starts
-    ahead and imports nbgrader while other work goes on (the reference run, the
-    submissions still running, the previous chunk), and a chunk starts as soon as a
-    worker is idle at the batch's end, or when ``CHUNK`` submissions wait: a large
-    class never ends with one long recording.
+    it when ``JAXCOURSE_BUNDLES`` is set). It starts with the batch, so importing
+    nbgrader overlaps the reference run; it is the gradebook's one writer. A chunk is
+    sent as soon as a worker is idle at the batch's end, or when ``chunk``
+    submissions wait: a large class never ends with one long recording.
     """
 
-    CHUNK = 25
+    def __init__(self, course: Path, assignment: str, run_dir: Path, on_recorded,
+                 chunk: int = 25):
+        import queue
+        import subprocess
+        import sys
+        import threading
 
-    def __init__(self, course: Path, assignment: str, run_dir: Path, on_recorded):
+        from grader.course import nbgrader_env
+
         self.course, self.assignment, self.run_dir = course, assignment, run_dir
         self.on_recorded = on_recorded  # (student, (score, max score) or None)
+        self.chunk_size = chunk
         bundles = grading_dir(course, assignment) / "bundles"
-        self.env = {"JAXCOURSE_BUNDLES": str(bundles.resolve())}
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.log = open(run_dir / "nbgrader.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.recorder"], cwd=course,
+            env={**nbgrader_env(), "JAXCOURSE_BUNDLES": str(bundles.resolve())},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.answers: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
         self.staged: list[str] = []
         self.chunk = 0
-        self.running: tuple | None = None  # (process, students, folder)
-        self.ready = self._start()
+        self.running: list[str] | None = None
+        self.results: dict[str, dict] = {}
 
-    def _start(self):
-        from grader.course import start_nbgrader
-
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        return start_nbgrader(self.course, self.run_dir / "nbgrader.log", env=self.env)
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.answers.put(json.loads(line))
+            except ValueError:
+                continue
+        self.answers.put(None)  # the process ended
 
     def stage(self, student: str, result: dict | None = None) -> None:
         result = result or _bundles_of(self.course, self.assignment, student)
         _stage(self.course, self.assignment, self.run_dir / f"chunk{self.chunk}", student, result)
         self.staged.append(student)
 
-    def poll(self, tail: bool) -> None:
-        """Collects a finished chunk; starts the next one when it is worth it."""
-        if self.running and self.running[0].poll() is not None:
-            self._collect()
-        if self.running is None and self.staged and (tail or len(self.staged) >= self.CHUNK):
-            from grader.course import give_nbgrader_args
+    def poll(self, tail: bool, wait: float = 0.0) -> None:
+        """Collects answers; sends the next chunk when it is worth it."""
+        import queue
 
-            folder = self.run_dir / f"chunk{self.chunk}"
-            rel = os.path.relpath(folder / "submitted", self.course)
-            give_nbgrader_args(self.ready, ["autograde", self.assignment, "--force",
-                                            f"--CourseDirectory.submitted_directory={rel}"])
-            self.running = (self.ready, self.staged, folder)
-            self.staged, self.chunk = [], self.chunk + 1
-            self.ready = self._start()
+        while self.running is not None:
+            try:
+                answer = self.answers.get(timeout=wait) if wait else self.answers.get_nowait()
+            except queue.Empty:
+                break
+            if answer is None or answer.get("done"):
+                self._collect()
+            elif "student" in answer:
+                self.results[answer["student"]] = answer
+        if self.running is None and self.staged and (tail or len(self.staged) >= self.chunk_size):
+            folder = self.run_dir / f"chunk{self.chunk}" / "submitted"
+            request = {"assignment": self.assignment, "submitted": str(folder),
+                       "students": self.staged}
+            try:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the recorder died: its students are reported as not recorded
+            self.running, self.staged, self.chunk = self.staged, [], self.chunk + 1
 
     def _collect(self) -> None:
-        proc, students, folder = self.running
-        self.running = None
-        recorded = _scores(self.course, self.assignment, students)
-        missing = [s for s in students if s not in recorded]
-        if missing and len(students) > 1:
-            rel = os.path.relpath(folder / "submitted", self.course)
-            for s in missing:  # one bad apple must not cost the chunk: retry alone
-                run_nbgrader(["autograde", self.assignment, "--force", "--student", s,
-                              f"--CourseDirectory.submitted_directory={rel}"],
-                             cwd=self.course, check=False, env=self.env)
-            recorded.update(_scores(self.course, self.assignment, missing))
+        students, self.running = self.running, None
+        recorded = _scores(self.course, self.assignment,
+                           [s for s in students if self.results.get(s, {}).get("success")])
         for s in students:
             self.on_recorded(s, recorded.get(s))
 
     def finish(self) -> None:
         """Records everything staged; returns when the gradebook has it all (then close())."""
-        while self.running or self.staged:
-            if self.running:
-                self.running[0].wait()
-            self.poll(tail=True)
+        while self.running is not None or self.staged:
+            if self.running is None:
+                self.poll(tail=True)
+            elif self.proc.poll() is not None and self.answers.empty():
+                self._collect()  # the recorder died mid-chunk
+            else:
+                self.poll(tail=True, wait=0.5)
 
     def close(self) -> None:
-        """Lets the spare process exit; kills a chunk still running (interrupted batch)."""
-        from grader.course import give_nbgrader_args
-
-        give_nbgrader_args(self.ready, None)
-        if self.running:  # an interrupted batch: those stay judged and are recorded next run
-            self.running[0].kill()
-        for proc in filter(None, [self.ready, self.running and self.running[0]]):
-            try:
-                proc.wait(timeout=30)
-            except Exception:  # noqa: BLE001 - never leave a process behind
-                proc.kill()
-                proc.wait()
+        """Lets the process exit; kills it if a chunk is still running (interrupted batch)."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        if self.running is not None:  # interrupted: those stay judged, recorded next run
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - never leave a process behind
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
 def _scores(course: Path, assignment: str, students: list[str]) -> dict[str, tuple[float, float]]:
@@ -421,8 +478,7 @@ def _executor(workers: int, scheduler: str | None):
                                   mp_context=multiprocessing.get_context("spawn")), None
 
 
-def _job(course: Path, assignment: str, student: str, reference: dict, limits,
-         specs_dir=None) -> Job:
+def _job(course: Path, assignment: str, student: str, reference: dict, limits) -> Job:
     folder = Path(course) / "submitted" / student / assignment
     names = _notebook_names(course, assignment)
     return Job(
@@ -431,7 +487,6 @@ def _job(course: Path, assignment: str, student: str, reference: dict, limits,
                  for n in names},
         submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
         reference=reference, limits=dataclasses.asdict(limits),
-        specs_dir=str(specs_dir) if specs_dir else None,
         cache=str(cache_dir(course, assignment)))
 
 
@@ -443,8 +498,9 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
     if incidents:
         reason = incidents[0]["reason"]
         detail = "; ".join(f"{i['reason']} in cell {i['cell']}" for i in incidents)[:500]
-    elif result["tampering"]:
-        reason, detail = "tampering_suspected", "; ".join(result["tampering"])[:500]
+    elif result["held"]:
+        reason = "held_for_review"
+        detail = "; ".join(f"{t}: {m}" for t, m in result["held"].items())[:500]
     return Outcome(student, "attention" if reason else "graded", reason, detail,
                    seconds=result["seconds"], fingerprint=fp, phase="judged",
                    peak_memory_mb=peak, isolation="+".join(sorted(iso)))
@@ -452,8 +508,7 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
 
 def grade_assignment(course: Path, assignment: str, *, workers: int | None = None,
                      scheduler: str | None = None, students: list[str] | None = None,
-                     force: bool = False, show: bool = True, limits=None,
-                     specs_dir: str | Path | None = None) -> dict[str, Outcome]:
+                     force: bool = False, show: bool = True, limits=None) -> dict[str, Outcome]:
     """Grades every submission of an assignment; returns ``{student: Outcome}``."""
     from rich.console import Console
     from rich.progress import Progress
@@ -521,8 +576,7 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
                 recorder.stage(s)
             if to_run:
                 _run_batch(course, assignment, to_run, outcomes, recorder, progress,
-                           workers=workers, scheduler=scheduler, limits=limits,
-                           specs_dir=specs_dir)
+                           workers=workers, scheduler=scheduler, limits=limits)
             if recorder:
                 recorder.finish()
         finally:
@@ -538,14 +592,14 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
 
 def _run_batch(course: Path, assignment: str, to_run: list[tuple[str, str]],
                outcomes: dict[str, Outcome], recorder: _Recorder, progress, *, workers: int,
-               scheduler: str | None, limits, specs_dir) -> None:
+               scheduler: str | None, limits) -> None:
     """Runs and judges the submissions in parallel; hands each to the recorder."""
-    reference = _reference(course, assignment, limits, specs_dir)
+    reference = _reference(course, assignment, limits)
     task = progress.add_task(f"grading {assignment}", total=len(to_run))
     pool, client = _executor(workers, scheduler)
     try:
-        futures = {pool.submit(grade_task, _job(course, assignment, s, reference, limits,
-                                                specs_dir)): (s, fp) for s, fp in to_run}
+        futures = {pool.submit(grade_task, _job(course, assignment, s, reference, limits)): (s, fp)
+                   for s, fp in to_run}
         pending = set(futures)
         while pending:
             done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)

@@ -12,63 +12,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import time
 from pathlib import Path
 
-from grader import sandbox as _sandbox
-from grader import trusted as _trusted
 from autograder._feedback import format_failure
+from grader import judge as _judge
+from grader import notebook as _nb
+from grader import sandbox as _sandbox
 
 MAX_RUNS = 5
-_STUB = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[ \t]*$", re.S | re.M)
 MESSAGES = {
     "timeout": "ran past the time limit of {cell:g} s per cell, so the grader stopped it",
     "out_of_memory": "used more than the memory limit of {memory} MiB",
     "kernel_died": "crashed the Python kernel (os._exit, a segfault, or a killed process)",
     "output_flood": "printed far more output than the limit allows",
 }
-# Ways out of the student's own code that the course never needs; a match does not
-# change the score (that is decided outside), it asks a person to look.
-_TAMPERING = re.compile(
-    r"\b(autograder|_jaxcourse_probe|sys\.modules|__builtins__|builtins|get_ipython|"
-    r"gc\.get_objects|ctypes|subprocess|socket|os\.(kill|fork|system|_exit)|signal\.signal|"
-    r"sys\.settrace|sys\.setprofile|__code__|__globals__|setattr|delattr|__import__|"
-    r"importlib)\b"
-    # Rebinding a library's attribute (jax.make_jaxpr = ...) changes what checks see.
-    r"|^[ \t]*(jax|jnp|lax|np|numpy|optax)(\.\w+)+[ \t]*=(?!=)", re.M)
-
-
-def stub_source(source: str) -> str:
-    """The release version of a solution cell (what a blank submission contains)."""
-    return _STUB.sub(lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()",
-                     source)
-
-
-def tampering_signs(solutions: dict[str, str]) -> list[str]:
-    """``["01_grad_x: sys.modules", ...]``: names a solution has no business using."""
-    found = []
-    for gid, source in solutions.items():
-        hits = sorted({m.group(0) for m in _TAMPERING.finditer(source)})
-        if hits:
-            found.append(f"{gid}: {', '.join(hits)}")
-    return found
-
-
-def _tests_of_solution(nb: dict) -> dict[int, list[str]]:
-    """Cell index of each solution cell -> the test cells that grade it."""
-    cells = nb["cells"]
-    tests = [(i, _trusted._meta(c)["grade_id"]) for i, c in enumerate(cells) if _trusted.is_test(c)]
-    out = {}
-    for i, cell in enumerate(cells):
-        if _trusted.is_solution(cell):
-            gid = _trusted._meta(cell)["grade_id"]
-            named = [t for _, t in tests if t == f"test_{gid}"]
-            following = [t for j, t in tests if j > i][:1]
-            out[i] = named or following
-    return out
-
-
 @dataclasses.dataclass
 class Incident:
     reason: str
@@ -76,7 +34,7 @@ class Incident:
     detail: str
 
 
-def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits, *,
+def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student",
                 cache: Path | None = None, cache_writable: bool = False) -> dict:
     """Runs a rebuilt notebook in the sandbox until it completes; returns a bundle.
 
@@ -85,9 +43,12 @@ def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits, *,
     """
     started = time.monotonic()
     n = len(rebuilt["cells"])
-    owners = _tests_of_solution(rebuilt)
+    owners = _nb.tests_of_solution(rebuilt)
+    tests = _nb.test_ids(rebuilt)
+    test_cells = {_nb.meta(c)["grade_id"]: i for i, c in enumerate(rebuilt["cells"])
+                  if _nb.is_test(c)}
     skipped: dict[int, str] = {}
-    skipped_probes: set[str] = set()
+    skipped_tests: set[str] = set()
     incidents: list[Incident] = []
     unanswered: dict[str, str] = {}
     runs, peak, capped = 0, None, False
@@ -95,8 +56,8 @@ def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits, *,
     deadline = started + 2 * limits.notebook_timeout
     while True:
         runs += 1
-        nb = _trusted.sandbox_notebook(rebuilt, spec, skipped, skipped_probes)
-        result = _sandbox.run_notebook(nb, limits=limits, collect=_trusted.probe_files(spec),
+        nb = _nb.sandbox_notebook(rebuilt, role, skipped, skipped_tests)
+        result = _sandbox.run_notebook(nb, limits=limits, collect=_nb.result_files(tests),
                                        cache=cache, cache_writable=cache_writable)
         peak = max(filter(None, [peak, result.peak_memory_mb]), default=None)
         capped = capped or result.output_capped
@@ -109,9 +70,9 @@ def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits, *,
         if (result.failure == "notebook_timeout" or cell is None or runs >= MAX_RUNS
                 or time.monotonic() > deadline):
             break
-        if cell >= n:
-            test_id = nb["cells"][cell].get("metadata", {}).get(_trusted._PROBE_TAG)
-            skipped_probes.add(test_id)
+        test_id = nb["cells"][cell].get("metadata", {}).get(_nb.TEST_TAG)
+        if test_id is not None and test_cells.get(test_id) == cell:
+            skipped_tests.add(test_id)
             unanswered[test_id] = format_failure(
                 f"checking this exercise {text}",
                 fix="make sure the function returns for every input the docstring allows")
@@ -140,34 +101,46 @@ def run_rebuilt(rebuilt: dict, spec: dict, limits: _sandbox.Limits, *,
     }
 
 
-def reference_check(spec: dict, files: dict[str, bytes]) -> None:
-    """Raises unless the instructor's notebook answered every probe of the spec."""
-    for test_id, probes in spec.items():
-        results = _trusted.decode(files, test_id)
-        if results is None or len(results) != len(probes):
-            raise RuntimeError(f"the source notebook gave no probe results for {test_id}")
-        for probe, res in zip(probes, results):
-            if not res["ok"]:
-                raise RuntimeError(f"the source notebook fails probe {probe.label!r} of "
-                                   f"{test_id}: {res['error_type']}: {res['error']}")
+def reference_results(source_nb: dict, limits: _sandbox.Limits, *,
+                      cache: Path | None = None) -> dict:
+    """Runs the instructor's notebook, recording observed and expected values.
 
-
-def reference_results(source_nb: dict, spec: dict, limits: _sandbox.Limits) -> dict:
-    """Runs the instructor's notebook with its probes; ``{test_id: [result, ...]}``."""
-    rebuilt = _trusted.rebuild(source_nb, _trusted.submitted_solutions(source_nb), {})
-    bundle = run_rebuilt(rebuilt, spec, limits)
+    Returns ``{"files": {result file: hex}, "problems": [...]}``: ``problems`` lists
+    every check the instructor's own solution fails (the exercise is then broken, and
+    grading stops with that list).
+    """
+    rebuilt = _nb.rebuild(source_nb, _nb.submitted_solutions(source_nb), {})
+    bundle = run_rebuilt(rebuilt, limits, role="reference", cache=cache,
+                         cache_writable=cache is not None)
     if bundle["incidents"]:
         raise RuntimeError(f"the source notebook does not run cleanly in the sandbox: "
                            f"{bundle['incidents']}")
-    files = {k: bytes.fromhex(v) for k, v in bundle["files"].items()}
-    reference_check(spec, files)
-    return {test_id: _trusted.decode(files, test_id) for test_id in spec}
+    return {"files": bundle["files"]}
 
 
-def judge_bundle(bundle: dict, spec: dict, reference: dict) -> dict[str, dict]:
-    files = {k: bytes.fromhex(v) for k, v in bundle["files"].items()}
-    verdicts = _trusted.judge(spec, files, reference, bundle["unanswered"])
-    return {t: dataclasses.asdict(v) for t, v in verdicts.items()}
+def decode_all(files_hex: dict, tests: list[str]) -> dict:
+    files = {k: bytes.fromhex(v) for k, v in files_hex.items()}
+    return {t: _judge.decode(files, t) for t in tests}
+
+
+def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
+                 derived: dict | None = None, reference_derived: dict | None = None,
+                 held: dict[str, str] | None = None) -> dict[str, dict]:
+    """``{test id: verdict}`` of one run, against the decoded reference results."""
+    student = decode_all(bundle["files"], tests)
+    verdicts = {}
+    for test_id in tests:
+        if test_id in bundle["unanswered"]:
+            verdict = _judge.Verdict(False, bundle["unanswered"][test_id])
+        elif reference.get(test_id) is None:
+            verdict = _judge.Verdict(False, f"no reference results for {test_id}")
+        else:
+            verdict = _judge.judge_cell(reference[test_id], student.get(test_id),
+                                        derived=derived, reference_derived=reference_derived)
+        if held and test_id in held:
+            verdict = _judge.Verdict(False, held[test_id], held=True)
+        verdicts[test_id] = dataclasses.asdict(verdict)
+    return verdicts
 
 
 def digest(*parts: bytes | str) -> str:

@@ -74,8 +74,7 @@ def test_demo_grades_the_sample_class(tmp_path):
     for student in ("ada", "ben", "cyd"):
         assert (out / "feedback" / student / "01_grad" / "01_grad.html").exists()
     page = (out / "feedback" / "cyd" / "01_grad" / "01_grad.html").read_text()
-    assert "newton_step(...) on the grader&#39;s inputs: not implemented yet" in page or \
-        "newton_step(...) on the grader's inputs: not implemented yet" in page
+    assert "newton_step is not implemented yet" in page
     assert "HIDDEN TESTS" not in page and "_rosen" not in page
     ledger = json.loads((out / "autograded/.grading/01_grad/ledger.json").read_text())
     assert ledger["dee"]["status"] == "attention" and ledger["ada"]["status"] == "graded"

@@ -1,0 +1,238 @@
+"""Exported programs: what a structure check hands the grader instead of a claim.
+
+A check about compiled code (op counts, loops, donation, collectives, memory) does
+not measure the student's function where the student's code runs. It exports it
+(``jax.export``: serialized StableHLO, plain bytes) at the grader's inputs; the facts
+are then derived from those bytes by :func:`derive`, which takes the program, never
+the live function. In the student's kernel that happens in place; when grading, a
+second sandbox that runs no student code deserializes every program, refuses any op
+outside an allowlist (host callbacks, unknown custom calls, infeed/outfeed), runs it
+on the grader's inputs (so the grader can compare its values with the reference: a
+program of some other function earns nothing) and derives the same facts.
+
+Facts a program gives (``facts`` of the derived observation, one dict per program):
+``ops`` (StableHLO op counts over every function, nested ones included), ``donated``
+(argument indices aliased to outputs), ``refused`` (ops outside the allowlist),
+``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``, and with
+``compile=True`` the optimized HLO's ``collectives`` (classes present), ``hlo_ops``
+and ``temp_bytes`` (``memory_analysis``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from autograder import _wire
+
+# Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
+# else, host callbacks included, is refused.
+ALLOWED_CUSTOM_CALLS = re.compile(
+    r"^(Sharding|SPMDFullToShardShape|SPMDShardToFullShape|annotate_device_placement|"
+    r"lapack_\w+|X64Combine|X64SplitLow|X64SplitHigh|mhlo\.\w+)$")
+ALLOWED_DIALECTS = ("stablehlo", "func", "sdy", "chlo", "mhlo")
+REFUSED_OPS = {"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"}
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
+               "all-to-all")
+MAX_PROGRAM_BYTES = 16 << 20
+
+
+@dataclasses.dataclass
+class Programs:
+    """Exported programs of one check, with the dynamic inputs each was exported at."""
+
+    exported: list
+    inputs: list  # per program: the flat list of array arguments
+
+
+def export_program(fn, args=(), kwargs=None):
+    """``jax.export`` of ``fn`` at ``args``: ``(exported, flat array inputs)``.
+
+    A function that is not a ``jax.jit`` function is jitted first (static arguments,
+    donation and shardings of a jitted function are kept).
+    """
+    import jax
+
+    kwargs = kwargs or {}
+    target = fn if _is_jit(fn) else jax.jit(fn)
+    exported = jax.export.export(target)(*args, **kwargs)
+    flat = [leaf for leaf in jax.tree.leaves((args, kwargs))
+            if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
+    if len(flat) != len(exported.in_avals):
+        flat = []  # Python scalars were traced: the program's values cannot be re-run here
+    return exported, flat
+
+
+def _is_jit(fn) -> bool:
+    from autograder._compile import is_jit_function
+
+    return is_jit_function(fn)
+
+
+def observe_artifact(programs: Programs) -> _wire.Observation:
+    blobs, inputs = [], []
+    for exported, flat in zip(programs.exported, programs.inputs):
+        blob = bytes(exported.serialize())
+        if len(blob) > MAX_PROGRAM_BYTES:
+            raise ValueError(f"the exported program is {len(blob) >> 20} MiB, too large to judge")
+        blobs.append(blob)
+        inputs.append(_wire.observe_tree(list(flat)))
+    return _wire.Observation("artifact", artifacts=tuple(blobs), inputs=tuple(inputs))
+
+
+# ---------------------------------------------------------------- deriving facts
+
+_OP = re.compile(r"\b((?:stablehlo|func|sdy|chlo|mhlo|[a-z_]+)\.[a-z_0-9]+)(?=[ (<{\"])")
+
+
+def static_facts(text: str) -> dict:
+    """Facts read from a program's StableHLO text alone (no JAX needed)."""
+    ops = Counter(m.group(1) for m in re.finditer(r"(?m)^\s*(?:%[\w#:, %]+ = )?\"?"
+                                                   r"([a-z_]+\.[a-z_0-9]+)", text))
+    targets = re.findall(r"custom_call\s*@([\w.$]+)", text)
+    targets += re.findall(r'call_target_name\s*=\s*"([^"]+)"', text)
+    refused = sorted({op for op in ops if op.split(".")[0] not in ALLOWED_DIALECTS}
+                     | (set(ops) & REFUSED_OPS)
+                     | {f"custom_call @{t}" for t in targets
+                        if not ALLOWED_CUSTOM_CALLS.match(t)})
+    donated = [int(i) for i, attrs in re.findall(
+        r"%arg(\d+): [^{)]*\{([^}]*)\}", _main_signature(text))
+        if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
+    locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
+    return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
+            "refused": refused, "donated": donated, "locations": locations,
+            "size": len(text)}
+
+
+def _main_signature(text: str) -> str:
+    m = re.search(r"func\.func public @main\((.*?)\)\s*->", text, re.S)
+    return m.group(1) if m else ""
+
+
+def _mesh_of(text: str):
+    import jax
+    from jax.sharding import AxisType
+
+    m = re.search(r"sdy\.mesh @\w+ = <\[(.*?)\]>", text)
+    if not m:
+        return None
+    axes = re.findall(r'"(\w+)"=(\d+)', m.group(1))
+    if not axes:
+        return None
+    shape = tuple(int(n) for _, n in axes)
+    return jax.make_mesh(shape, tuple(a for a, _ in axes),
+                         axis_types=(AxisType.Auto,) * len(axes),
+                         devices=jax.devices()[:int(np.prod(shape))])
+
+
+def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool = False,
+               run: bool = True) -> tuple[dict, _wire.Observation | None]:
+    """``(facts, outputs)`` of one serialized program; runs nothing refused."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    exported = jax.export.deserialize(bytearray(blob))
+    text = exported.mlir_module()
+    facts = static_facts(text)
+    facts.update(nr_devices=int(exported.nr_devices), platforms=list(exported.platforms),
+                 in_avals=[str(a) for a in exported.in_avals],
+                 out_avals=[str(a) for a in exported.out_avals])
+    if facts["refused"]:
+        return facts, None
+    if exported.nr_devices > len(jax.devices()):
+        facts["refused"] = [f"a program for {exported.nr_devices} devices"]
+        return facts, None
+    args = []
+    if inputs is not None and inputs.kind == "tree" and len(inputs.leaves) == len(exported.in_avals):
+        args = [_leaf_value(leaf) for leaf in inputs.leaves]
+    mesh = _mesh_of(text) if exported.nr_devices > 1 else None
+    if mesh is not None and args:
+        shardings = exported.in_shardings_jax(mesh)
+        args = [jax.device_put(a, s if s is not None else NamedSharding(mesh, PartitionSpec()))
+                for a, s in zip(args, shardings)]
+    outputs = None
+    if args or not exported.in_avals:
+        if compile:
+            compiled = jax.jit(exported.call).lower(*args).compile()
+            hlo = compiled.as_text()
+            facts["collectives"] = sorted(c for c in COLLECTIVES
+                                          if re.search(rf"\b{c}(-start)?\(", hlo))
+            facts["hlo_ops"] = dict(Counter(re.findall(r"= \S+ ([a-z\-]+)\(", hlo)))
+            memory = compiled.memory_analysis()
+            facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)
+        if run:
+            result = exported.call(*args)
+            outputs = _wire.observe_tree(jax.tree.unflatten(exported.out_tree,
+                                                            jax.tree.leaves(result)))
+    return facts, outputs
+
+
+def _leaf_value(leaf: _wire.Leaf):
+    import jax
+    import jax.numpy as jnp
+
+    if leaf.kind == "key":
+        impl = leaf.dtype[4:-1] if leaf.dtype.startswith("key<") else "threefry2x32"
+        return jax.random.wrap_key_data(jnp.asarray(leaf.value),
+                                        impl={"fry": "threefry2x32"}.get(impl, impl))
+    return jnp.asarray(leaf.value, dtype=leaf.dtype if leaf.dtype not in ("", "int64")
+                       else leaf.value.dtype)
+
+
+def derive(obs: _wire.Observation, params: dict) -> _wire.Observation:
+    """The derived observation of an artifact: ``facts`` = list of per-program facts,
+    ``outputs`` = their outputs on the recorded inputs (when they could run)."""
+    facts, outputs = [], []
+    for i, blob in enumerate(obs.artifacts):
+        inputs = obs.inputs[i] if i < len(obs.inputs) else None
+        try:
+            f, out = derive_one(blob, inputs, compile=bool(params.get("compile")),
+                                run=bool(params.get("run", True)))
+        except Exception as err:  # noqa: BLE001 - a broken program is a failed check
+            f, out = {"error": f"{type(err).__name__}: {str(err)[:300]}"}, None
+        facts.append(f)
+        outputs.append(out if out is not None else _wire.Observation("tree", tree="PyTreeDef(None)"))
+    return _wire.Observation("facts", facts=facts, outputs=tuple(outputs))
+
+
+def derive_here(obs: _wire.Observation, params: dict) -> _wire.Observation:
+    """In the student's kernel: the same facts, derived in this process."""
+    return derive(obs, params)
+
+
+def judge_main(job: str = ".") -> None:
+    """The program judge's entry point, inside a sandbox that runs no student code.
+
+    Reads ``programs.json``/``programs.npz`` (one record per program to judge: its
+    artifact and the grader's inputs; ``params`` say what to derive) and writes
+    ``derived.json``/``derived.npz`` (one record per program, same labels).
+    """
+    with open(os.path.join(job, "programs.json"), "rb") as f:
+        raw_json = f.read()
+    with open(os.path.join(job, "programs.npz"), "rb") as f:
+        raw_npz = f.read()
+    cell = _wire.loads(raw_json, raw_npz)
+    records = []
+    for rec in cell.records:
+        derived = derive(rec.observed, rec.params)
+        records.append(_wire.Record("derived", rec.label, {}, derived))
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult("derived", tuple(records)))
+    with open(os.path.join(job, "derived.npz"), "wb") as f:
+        f.write(raw_npz)
+    with open(os.path.join(job, "derived.json"), "wb") as f:
+        f.write(raw_json)
+
+
+def facts_json(obs: _wire.Observation) -> str:
+    return json.dumps(obs.facts, sort_keys=True)
+
+
+def program_facts(obs: Any) -> list[dict]:
+    """The per-program facts of a derived observation (``[]`` when there are none)."""
+    facts = getattr(obs, "facts", None)
+    return facts if isinstance(facts, list) else []

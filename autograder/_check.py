@@ -1,0 +1,226 @@
+"""One definition, three places: how every check observes, expects and explains.
+
+A check is three parts (chex's collect-then-judge, split so it can cross a process
+boundary):
+
+- ``observe``: runs the student's code and returns what it saw (a value, facts, or an
+  exported program);
+- ``expect``: runs the reference side (the instructor's reference or a closed form);
+- ``explain``: a pure function of the two, as typed plain data
+  (:mod:`autograder._wire`), returning the teaching message or None.
+
+The test cell that calls the check runs in three places, and :func:`run` does what
+each needs:
+
+- **kernel** (a student's JupyterLab, ``nbgrader validate``, plain ``nbgrader
+  autograde``): expect, observe, explain, and raise :class:`CheckFailure` at once;
+- **reference** (the grader's run of the instructor's notebook, sandboxed): expect and
+  observe, record both with the judging parameters;
+- **student** (the grader's run of a submission, sandboxed): observe only and record;
+  the expected side is never evaluated next to student code. The grader pairs each
+  record with the reference's and calls the same ``explain`` outside the sandbox.
+
+So a student's test cell and the trusted grade always agree, message included.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+from autograder import _wire
+from autograder._feedback import CheckFailure, format_failure
+from autograder._quiet import quiet, report_captured
+
+KERNEL, REFERENCE, STUDENT = "kernel", "reference", "student"
+EXPLAINERS: dict[str, Callable[..., str | None]] = {}
+
+_state = {"mode": KERNEL, "out": "probe", "records": None, "test_id": None}
+
+
+def mode() -> str:
+    """``"kernel"``, ``"reference"`` or ``"student"``."""
+    return _state["mode"]
+
+
+def configure(role: str, out: str = "probe") -> None:
+    """Switches this process to recording (called by the grader's sandbox notebook)."""
+    if role not in (KERNEL, REFERENCE, STUDENT):
+        raise ValueError(f"unknown role {role!r}")
+    _state.update(mode=role, out=out)
+
+
+def explainer(kind: str):
+    """Registers ``explain(observed, expected, *, label, **params)`` for a check kind."""
+    def register(fn):
+        old = EXPLAINERS.get(kind)
+        # The same function imported twice (doctest collection) is fine; two are not.
+        if old is not None and old.__qualname__ != fn.__qualname__:
+            raise ValueError(f"two explainers for check kind {kind!r}")
+        EXPLAINERS[kind] = fn
+        return fn
+    return register
+
+
+@dataclasses.dataclass
+class Check:
+    """A check about to run. ``observe``/``expect`` return raw values; ``observe_as`` and
+    ``expect_as`` say how to record them: ``"tree"`` (a pytree), ``"facts"`` (JSON) or
+    ``"artifact"`` (an :class:`autograder._artifacts.Exported` program)."""
+
+    kind: str
+    label: str
+    observe: Callable[[], Any]
+    expect: Callable[[], Any] | None = None
+    params: dict = dataclasses.field(default_factory=dict)
+    observe_as: str = "tree"
+    expect_as: str = "tree"
+    returns: Callable[[Any], Any] | None = None
+
+
+def _encode(value: Any, as_: str) -> _wire.Observation:
+    if as_ == "tree":
+        return _wire.observe_tree(value)
+    if as_ == "facts":
+        return _wire.observe_facts(value)
+    if as_ == "artifact":
+        from autograder import _artifacts
+
+        return _artifacts.observe_artifact(value)
+    raise ValueError(f"unknown observation kind {as_!r}")
+
+
+def _observe(check: Check):
+    """Runs the student side under :func:`quiet`; errors become observations."""
+    with quiet() as captured:
+        try:
+            raw = check.observe()
+            return raw, _encode(raw, check.observe_as), None, captured
+        except Exception as err:  # noqa: BLE001 - any student error is an observation
+            return None, _wire.observe_error(err), err, captured
+
+
+def explain(kind: str, observed: _wire.Observation, expected: _wire.Observation | None,
+            label: str, params: dict) -> str | None:
+    """The verdict on one record: a teaching message, or None when it passes."""
+    section = params.get("section")
+    if observed.kind == "error":
+        return explain_error(label, observed, section=section, fix=params.get("error_fix"))
+    if kind not in EXPLAINERS:
+        _load_explainers()
+    if kind not in EXPLAINERS:
+        return format_failure(f"{label}: the grader has no judgement for a {kind!r} check")
+    return EXPLAINERS[kind](observed, expected, label=label, **params)
+
+
+def _load_explainers() -> None:
+    import autograder  # noqa: F401 - importing the package registers every explainer
+
+
+def explain_error(label: str, observed: _wire.Observation, *, section: str | None = None,
+                  fix: str | None = None) -> str:
+    """The message for a student's code that raised instead of answering.
+
+    >>> obs = _wire.observe_error(ValueError("shapes (3,) and (4,) differ"))
+    >>> print(explain_error("f(x=f32[3])", obs, section="1.2 Shapes"))
+    f(x=f32[3]) raised ValueError: shapes (3,) and (4,) differ
+      likely cause: the traceback above points at the line in your code that failed
+      fix: run the exercise's 'try it' cell to reproduce the error, then fix that line
+      reread: section 1.2 Shapes
+    """
+    name = label.split("(")[0] or label
+    if observed.error_type == "NotAFunction":
+        return format_failure(f"{name} is not a function", expected="a function",
+                              got=observed.error, section=section,
+                              fix="define it with `def` in the exercise's solution cell")
+    if observed.not_implemented:
+        return format_failure(f"{name} is not implemented yet", section=section,
+                              fix="replace `raise NotImplementedError()` in its solution cell "
+                                  "with your code")
+    first = observed.error.splitlines()[0] if observed.error else ""
+    return format_failure(
+        f"{label} raised {observed.error_type}" + (f": {first}" if first else ""),
+        cause="the traceback above points at the line in your code that failed",
+        fix=fix or "run the exercise's 'try it' cell to reproduce the error, then fix that line",
+        section=section)
+
+
+def run(check: Check, *, with_captured: bool = False) -> Any:
+    """Runs a check as this process's role requires; returns the observed raw value
+    (``(value, captured)`` with ``with_captured``: what the student's code printed to
+    stderr or warned).
+
+    In the kernel a failing check raises :class:`CheckFailure` (chained to the student's
+    own exception, so the traceback shows their line). In a grading sandbox nothing is
+    raised: the record is kept, and ``None`` stands in for a value that could not be
+    computed.
+    """
+    __tracebackhide__ = True
+    role = _state["mode"]
+    expected = None
+    if check.expect is not None and role != STUDENT:
+        # The reference runs first: a function that mutates its inputs cannot change it.
+        expected = _encode(check.expect(), check.expect_as)
+    raw, observed, err, captured = _observe(check)
+    result = check.returns(raw) if (check.returns and err is None) else raw
+    if role == KERNEL:
+        observed = _wire.roundtrip(observed)
+        if observed.kind == "artifact":
+            from autograder import _artifacts
+
+            observed = _artifacts.derive_here(observed, check.params)
+        if expected is not None:
+            expected = _wire.roundtrip(expected)
+            if expected.kind == "artifact":
+                from autograder import _artifacts
+
+                expected = _artifacts.derive_here(expected, check.params)
+        message = explain(check.kind, observed, expected, check.label, check.params)
+        if message:
+            raise CheckFailure(message) from err
+        report_captured(captured, check.label)
+        return (result, captured) if with_captured else result
+    _state_records().append(_wire.Record(check.kind, check.label, dict(check.params), observed,
+                                         expected if role == REFERENCE else None))
+    return (result, captured) if with_captured else result
+
+
+def _state_records() -> list:
+    if _state["records"] is None:
+        # A check outside a graded test cell (a lesson cell) in a grading run: kept
+        # nowhere, judged by nobody.
+        _state["records"] = []
+    return _state["records"]
+
+
+def run_test_cell(test_id: str, source: str, namespace: dict) -> None:
+    """Runs a test cell's code in a private namespace and writes its records.
+
+    The namespace is a copy of the notebook's: what the test defines (inputs,
+    references) never becomes a global the student's functions could look up.
+    """
+    _state.update(records=[], test_id=test_id)
+    scope = dict(namespace)
+    stopped = ""
+    try:
+        exec(compile(source, f"<test {test_id}>", "exec"), scope)  # noqa: S102 - the instructor's test
+    except Exception as err:  # noqa: BLE001 - a stopped test is part of the result
+        stopped = f"{type(err).__name__}: {str(err).strip()[:500]}"
+    records, _state["records"] = _state["records"], None
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult(test_id, tuple(records), stopped))
+    os.makedirs(_state["out"], exist_ok=True)
+    with open(os.path.join(_state["out"], f"{test_id}.npz"), "wb") as f:
+        f.write(raw_npz)
+    with open(os.path.join(_state["out"], f"{test_id}.json"), "wb") as f:
+        f.write(raw_json)
+
+
+class NotAFunction(TypeError):
+    """What the student defined under an exercise's name is not callable."""
+
+
+def call(fn, args=(), kwargs=None):
+    """``observe`` for a call of a student's function (a non-function is an error)."""
+    if not callable(fn):
+        raise NotAFunction(type(fn).__name__ if fn is not None else "None")
+    return fn(*args, **(kwargs or {}))

@@ -1,0 +1,151 @@
+"""Notebooks as the grader sees them: cell kinds, the rebuilt submission, stubs, and
+the notebook that runs in a sandbox.
+
+The notebook that runs is rebuilt from the instructor's source: only the source of
+the solution cells comes from the submission (matched by grade_id; the first copy
+wins; a missing one gets the release stub). Outputs, metadata, the kernel, edited or
+deleted test cells and extra files of the submission change nothing.
+
+In the sandbox every graded test cell runs its whole source (visible and hidden
+checks: the exercise's single definition) through ``autograder._check.run_test_cell``,
+in a private namespace, recording what each check observed; try-it cells do not run.
+"""
+from __future__ import annotations
+
+import copy
+import re
+
+_STUB = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[ \t]*$", re.S | re.M)
+TEST_TAG = "jaxcourse_test"
+DEFAULT_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+
+
+def meta(cell) -> dict:
+    """The nbgrader metadata of a cell; ``{}`` when absent or malformed."""
+    md = cell.get("metadata") if isinstance(cell, dict) else None
+    nbg = md.get("nbgrader") if isinstance(md, dict) else None
+    return nbg if isinstance(nbg, dict) else {}
+
+
+def is_solution(cell) -> bool:
+    m = meta(cell)
+    return bool(m.get("solution")) and not m.get("grade") and cell.get("cell_type") == "code"
+
+
+def is_test(cell) -> bool:
+    m = meta(cell)
+    return bool(m.get("grade")) and not m.get("solution") and cell.get("cell_type") == "code"
+
+
+def text(source) -> str:
+    return "".join(source) if isinstance(source, list) else str(source or "")
+
+
+def test_ids(nb: dict) -> list[str]:
+    """The graded test cells' grade_ids, in notebook order."""
+    return [meta(c)["grade_id"] for c in nb["cells"] if is_test(c)]
+
+
+def test_sources(nb: dict) -> dict[str, str]:
+    return {meta(c)["grade_id"]: text(c.get("source")) for c in nb["cells"] if is_test(c)}
+
+
+def submitted_solutions(submission: dict | None, wanted=None) -> dict[str, str]:
+    """``{grade_id: source}`` of the solution cells of a submission (first one wins).
+
+    With ``wanted`` (the source's solution ids), a cell counts by its grade_id alone:
+    a submission that flips a cell's flags in its metadata still has that cell read.
+    """
+    found: dict[str, str] = {}
+    cells = submission.get("cells", []) if isinstance(submission, dict) else []
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        gid = meta(cell).get("grade_id")
+        if not isinstance(gid, str) or gid in found:
+            continue
+        if (gid in wanted) if wanted is not None else is_solution(cell):
+            found[gid] = text(cell.get("source"))
+    return found
+
+
+def stub_source(source: str, stub: str = DEFAULT_STUB) -> str:
+    """The release version of a solution cell (what a blank submission contains).
+
+    >>> print(stub_source("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n    ### END SOLUTION\\n"))
+    def f(x):
+        # YOUR CODE HERE
+        raise NotImplementedError()
+    <BLANKLINE>
+    """
+    def indent(match):
+        return "\n".join(match.group(1) + line for line in stub.splitlines())
+    return _STUB.sub(indent, source)
+
+
+def rebuild(source_nb: dict, solutions: dict[str, str], stubs: dict[str, str]) -> dict:
+    """The instructor's notebook with the submission's solution sources in it."""
+    nb = copy.deepcopy(source_nb)
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        if is_solution(cell):
+            gid = meta(cell)["grade_id"]
+            cell["source"] = solutions.get(gid, stubs.get(gid, ""))
+    return nb
+
+
+def is_try_it(cells: list, index: int) -> bool:
+    """A plain code cell right after a solution cell: where students try their code."""
+    cell = cells[index]
+    return (index > 0 and cell.get("cell_type") == "code" and not meta(cell)
+            and is_solution(cells[index - 1]))
+
+
+def tests_of_solution(nb: dict) -> dict[int, list[str]]:
+    """Cell index of each solution cell -> the test cells that grade it."""
+    cells = nb["cells"]
+    tests = [(i, meta(c)["grade_id"]) for i, c in enumerate(cells) if is_test(c)]
+    out = {}
+    for i, cell in enumerate(cells):
+        if is_solution(cell):
+            gid = meta(cell)["grade_id"]
+            named = [t for _, t in tests if t == f"test_{gid}"]
+            following = [t for j, t in tests if j > i][:1]
+            out[i] = named or following
+    return out
+
+
+def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = None,
+                     skipped_tests: set[str] = frozenset()) -> dict:
+    """What runs in the sandbox: the rebuilt notebook with its test cells recording.
+
+    The first code cell (the locked setup) starts by switching the check library to
+    ``role`` (``"student"``: record what the student's code produced; ``"reference"``:
+    also what the references expect). Cell indices stay those of ``rebuilt``.
+    Try-it cells are left out; ``skipped`` cells (a previous run hung or crashed
+    there) and ``skipped_tests`` are replaced by a comment.
+    """
+    nb = copy.deepcopy(rebuilt)
+    cells = nb["cells"]
+    for index, cell in enumerate(cells):
+        if skipped and index in skipped:
+            cell["source"] = f"# not run by the grader: {skipped[index]}\n"
+        elif is_test(cell):
+            test_id = meta(cell)["grade_id"]
+            cell.setdefault("metadata", {})[TEST_TAG] = test_id
+            cell["source"] = ("" if test_id in skipped_tests else
+                              "from autograder._check import run_test_cell as _jaxcourse_test\n"
+                              f"_jaxcourse_test({test_id!r}, {text(cell['source'])!r}, globals())\n")
+        elif is_try_it(cells, index):
+            cell["source"] = ""
+    switch = f"import autograder._check\nautograder._check.configure({role!r})\n"
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            cell["source"] = switch + text(cell["source"])
+            break
+    return nb
+
+
+def result_files(test_ids_: list[str]) -> tuple[str, ...]:
+    return tuple(f"probe/{t}.{ext}" for t in test_ids_ for ext in ("json", "npz"))

@@ -1,0 +1,272 @@
+"""The tampering policy, read from each solution cell's syntax tree.
+
+Values cannot be forged (they are judged outside the sandbox against the instructor's
+solution), but a few facts can only be observed inside the student's process
+(compilations counted, keys reused at run time), and the test cells' code runs next
+to the student's. A solution that reaches around the language to touch them has that
+exercise's points *held for a person*: nbgrader marks the test cell as needing manual
+grading, the Formgrader shows the reason, and no automatic full marks are given.
+
+What counts (from the syntax tree, so names built at run time are no way out):
+dynamic code (``exec``, ``eval``, ``compile``, ``__import__``), attribute access by a
+computed name (``getattr``/``setattr``/``delattr``/``hasattr``), writes to
+``globals()``/``vars()``/``locals()`` or to an imported module's attributes, frame,
+code and interpreter internals (``sys._getframe``, ``f_back``, ``__globals__``,
+``gc``, ``inspect``, ``ctypes``, audit and trace hooks, IPython's hooks), processes,
+threads and signals, file writes, JAX's private modules and its monitoring hooks,
+the grader's private modules, names that only the grader's test cells define, and
+rebinding the notebook's library names. Public helpers of ``course`` and
+``autograder`` are not tampering.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+
+from grader import notebook as _nb
+
+_DYNAMIC = {"exec", "eval", "compile", "__import__", "globals", "vars", "breakpoint",
+            "memoryview"}
+_BY_NAME = {"getattr", "setattr", "delattr", "hasattr"}
+_MODULES = {"ctypes", "gc", "inspect", "importlib", "builtins", "subprocess", "socket",
+            "signal", "threading", "_thread", "multiprocessing", "concurrent", "asyncio",
+            "marshal", "pickle", "dill", "cloudpickle", "code", "codeop", "runpy", "pty",
+            "shutil", "tempfile", "IPython", "ipykernel", "traceback", "atexit", "weakref",
+            "types", "sysconfig", "site", "faulthandler", "resource", "mmap", "fcntl",
+            "pathlib", "io", "nbformat", "nbclient", "jupyter_client", "zmq", "grader"}
+_SYS = {"modules", "_getframe", "settrace", "setprofile", "addaudithook", "meta_path",
+        "path_hooks", "path_importer_cache", "excepthook", "displayhook", "stdout",
+        "stderr", "stdin", "exit", "_current_frames", "setrecursionlimit", "audit",
+        "monitoring", "set_asyncgen_hooks", "unraisablehook"}
+_OS = {"system", "kill", "killpg", "fork", "forkpty", "_exit", "abort", "popen", "spawnl",
+       "spawnv", "spawnve", "spawnlp", "execv", "execve", "execl", "execvp", "posix_spawn",
+       "write", "open", "remove", "unlink", "rename", "replace", "rmdir", "removedirs",
+       "symlink", "link", "chmod", "chown", "truncate", "ftruncate", "dup2", "putenv",
+       "environ", "setsid", "setuid", "setgid", "chdir", "mkfifo", "makedirs", "mkdir",
+       "walk", "listdir", "scandir"}
+_DUNDERS = {"__globals__", "__code__", "__closure__", "__builtins__", "__dict__",
+            "__subclasses__", "__bases__", "__mro__", "__base__", "__import__", "__loader__",
+            "__spec__", "__getattribute__", "__reduce__", "__reduce_ex__", "__defaults__",
+            "__kwdefaults__", "__self__", "__func__", "__init_subclass__", "__class_getitem__"}
+_FRAME_ATTRS = {"f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_frame",
+                "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame",
+                "co_code", "co_consts", "co_names", "f_trace"}
+_WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "symlink_to", "chmod",
+                  "hardlink_to", "rename", "touch", "mkdir"}
+_JAX_PRIVATE = {"_src", "monitoring", "_config", "lib"}
+_LIBRARY_ALIASES = {"jax", "jnp", "np", "numpy", "lax", "optax", "course", "autograder",
+                    "random", "jr", "plt", "pl", "functools", "math", "sys", "os"}
+
+
+def _names_bound(tree: ast.AST) -> set[str]:
+    """Top-level names a cell defines (assignments, defs, classes, imports)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                out.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return out
+
+
+def _parse(source: str) -> ast.AST | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+class _Scan(ast.NodeVisitor):
+    def __init__(self, modules: set[str], test_only: set[str], protected: set[str]):
+        self.modules = set(modules)
+        self.test_only = test_only
+        self.protected = protected
+        self.found: list[str] = []
+
+    def flag(self, node: ast.AST, what: str) -> None:
+        self.found.append(f"line {getattr(node, 'lineno', '?')}: {what}")
+
+    # imports -----------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._import(node, alias.name)
+            self.modules.add((alias.asname or alias.name).split(".")[0])
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        self._import(node, module)
+        for alias in node.names:
+            if module in ("autograder", "course") and alias.name.startswith("_"):
+                self.flag(node, f"imports the private {module}.{alias.name}")
+            if module == "jax" and alias.name in _JAX_PRIVATE:
+                self.flag(node, f"imports jax.{alias.name}")
+            if module in ("os", "sys") and alias.name in (_OS if module == "os" else _SYS):
+                self.flag(node, f"imports {module}.{alias.name}")
+            self.modules.add(alias.asname or alias.name)
+        self.generic_visit(node)
+
+    def _import(self, node: ast.AST, module: str) -> None:
+        parts = module.split(".")
+        if parts[0] in _MODULES:
+            self.flag(node, f"imports {module}")
+        if parts[0] in ("autograder", "course") and any(p.startswith("_") for p in parts[1:]):
+            self.flag(node, f"imports the private module {module}")
+        if parts[0] == "jax" and any(p in _JAX_PRIVATE for p in parts[1:]):
+            self.flag(node, f"imports {module}")
+
+    # calls -------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id in _DYNAMIC:
+                self.flag(node, f"calls {func.id}()")
+            if func.id in _BY_NAME and (len(node.args) < 2 or not (
+                    isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))):
+                self.flag(node, f"calls {func.id}() with a computed attribute name")
+            if func.id in ("setattr", "delattr") and node.args and self._is_module(node.args[0]):
+                self.flag(node, f"calls {func.id}() on a module")
+            if func.id == "open" and _opens_for_writing(node):
+                self.flag(node, "opens a file for writing")
+            if func.id == "get_ipython":
+                self.flag(node, "calls get_ipython()")
+        if isinstance(func, ast.Attribute) and func.attr in _WRITE_METHODS:
+            self.flag(node, f"calls .{func.attr}() (writes files)")
+        if (isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault", "pop",
+                                                             "__setitem__", "clear")
+                and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+                and func.value.func.id in ("globals", "vars", "locals")):
+            self.flag(node, f"writes to {func.value.func.id}()")
+        self.generic_visit(node)
+
+    # attributes ----------------------------------------------------------
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        root = _root(node)
+        if attr in _DUNDERS:
+            self.flag(node, f"uses {attr}")
+        if attr in _FRAME_ATTRS:
+            self.flag(node, f"uses frame or code objects ({attr})")
+        if root == "sys" and attr in _SYS and isinstance(node.value, ast.Name):
+            self.flag(node, f"uses sys.{attr}")
+        if root == "os" and attr in _OS and isinstance(node.value, ast.Name):
+            self.flag(node, f"uses os.{attr}")
+        if root in ("autograder", "course") and attr.startswith("_"):
+            self.flag(node, f"uses the private {root}.{attr}")
+        if root == "jax" and attr in _JAX_PRIVATE and isinstance(node.value, ast.Name):
+            self.flag(node, f"uses jax.{attr}")
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and self._is_module(node.value):
+            self.flag(node, f"rebinds the library attribute {_dotted(node)}")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if (isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id in ("globals", "vars", "locals")):
+            self.flag(node, f"writes to {node.value.func.id}()")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load) and node.id in self.test_only:
+            self.flag(node, f"uses {node.id}, which only the grader's tests define")
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in self.protected:
+            self.flag(node, f"rebinds {node.id}, a name the notebook's checks use")
+        if node.id in ("__builtins__", "__import__", "__loader__", "__spec__"):
+            self.flag(node, f"uses {node.id}")
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:
+            if name in self.protected:
+                self.flag(node, f"rebinds {name}, a name the notebook's checks use")
+
+    def _is_module(self, node: ast.AST) -> bool:
+        root = _root(node)
+        return root is not None and (root in self.modules or root in _LIBRARY_ALIASES)
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _opens_for_writing(node: ast.Call) -> bool:
+    mode = node.args[1] if len(node.args) > 1 else next(
+        (k.value for k in node.keywords if k.arg == "mode"), None)
+    if mode is None:
+        return False
+    if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+        return any(c in mode.value for c in "wax+")
+    return True  # a computed mode
+
+
+def context(source_nb: dict) -> tuple[set[str], set[str], set[str]]:
+    """``(modules, test_only, protected)`` names of the instructor's notebook."""
+    modules, defined, test_defined, protected = set(), set(dir(builtins)), set(), set()
+    for cell in source_nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        tree = _parse(_nb.text(cell.get("source")))
+        if tree is None:
+            continue
+        names = _names_bound(tree)
+        if _nb.is_test(cell):
+            test_defined |= names
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "autograder":
+                    protected |= {a.asname or a.name for a in node.names}
+        else:
+            defined |= names
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {(a.asname or a.name).split(".")[0] for a in node.names}
+                protected |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    # Names the solutions may define themselves (a helper of the same name) are theirs.
+    return modules, test_defined - defined, protected
+
+
+def held_exercises(source_nb: dict, solutions: dict[str, str]) -> dict[str, list[str]]:
+    """``{solution grade_id: [reason, ...]}`` for the solutions the policy holds."""
+    modules, test_only, protected = context(source_nb)
+    out = {}
+    for gid, source in solutions.items():
+        tree = _parse(source)
+        if tree is None:
+            continue  # a syntax error is the student's own failure, judged as usual
+        scan = _Scan(modules, test_only - _names_bound(tree), protected)
+        scan.visit(tree)
+        if scan.found:
+            out[gid] = sorted(set(scan.found), key=scan.found.index)
+    return out
+
+
+def held_tests(source_nb: dict, solutions: dict[str, str]) -> dict[str, str]:
+    """``{test grade_id: message}`` for the test cells whose points are held."""
+    held = held_exercises(source_nb, solutions)
+    owners = _nb.tests_of_solution(source_nb)
+    out = {}
+    for index, cell in enumerate(source_nb["cells"]):
+        gid = _nb.meta(cell).get("grade_id")
+        if index in owners and gid in held:
+            reasons = "; ".join(held[gid][:5])
+            for test_id in owners[index]:
+                out[test_id] = (
+                    f"Held for review: the solution of {gid} reaches around the language "
+                    f"({reasons}). A person will grade this exercise; it gets no automatic "
+                    "points. Solutions need only JAX, NumPy and the course's public helpers.")
+    return out

@@ -1,0 +1,83 @@
+"""The program judge: facts from exported programs, derived in a sandbox of their own.
+
+Structure checks (op counts, loops, donation, collectives, memory) record the
+student's function exported with ``jax.export``. Those bytes are judged here: in a
+second sandbox that runs no student Python, ``autograder._artifacts.judge_main``
+deserializes each program, refuses ops outside the allowlist, runs it on the
+*grader's* inputs (the reference run's, never the ones the submission recorded) and
+derives the facts. The facts and outputs come back as typed data.
+"""
+from __future__ import annotations
+
+from autograder import _wire
+from grader import judge as _judge
+from grader import sandbox as _sandbox
+
+_DRIVER = ("from autograder._artifacts import judge_main\n"
+           "judge_main('.')\n")
+
+
+def _setup_cell() -> dict:
+    return {"cell_type": "code", "execution_count": None, "outputs": [], "metadata": {},
+            "source": "import course\ncourse.setup(quiet=True)\n"}
+
+
+def to_judge(student: dict[str, _wire.CellResult | None],
+             reference: dict[str, _wire.CellResult | None], *,
+             with_expected: bool = False) -> dict[str, _wire.Record]:
+    """``{key: record}`` of every program to judge, each with the grader's inputs.
+
+    A student's program is paired with the reference record at the same position:
+    its inputs and its derive parameters come from there.
+    """
+    out = {}
+    for test_id, cell in student.items():
+        ref = reference.get(test_id)
+        if cell is None or ref is None:
+            continue
+        for key, rec in _judge.artifacts_of(cell, expected=with_expected).items():
+            index = int(key.split("/")[1])
+            if index >= len(ref.records):
+                continue
+            ref_rec = ref.records[index]
+            ref_obs = ref_rec.observed if not key.endswith("/expected") else ref_rec.expected
+            if ref_obs is None or ref_obs.kind != "artifact":
+                continue
+            obs = rec.observed if not key.endswith("/expected") else rec.expected
+            trusted = _wire.Observation("artifact", artifacts=obs.artifacts,
+                                        inputs=ref_obs.inputs)
+            out[key] = _wire.Record("program", key, dict(ref_rec.params), trusted)
+    return out
+
+
+def judge(programs: dict[str, _wire.Record], limits) -> dict[str, _wire.Observation]:
+    """Runs the program judge on ``programs``; ``{key: derived observation}``.
+
+    A program the judge could not finish (it crashed, or ran out of time or memory)
+    gets an error observation, so its check fails with that reason.
+    """
+    if not programs:
+        return {}
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult("programs", tuple(programs.values())))
+    nb = {"cells": [_setup_cell(),
+                    {"cell_type": "code", "execution_count": None, "outputs": [],
+                     "metadata": {}, "source": _DRIVER}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                      "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    result = _sandbox.run_notebook(nb, limits=limits,
+                                   collect=("derived.json", "derived.npz"),
+                                   extra_files={"programs.json": raw_json,
+                                                "programs.npz": raw_npz})
+    derived: dict[str, _wire.Observation] = {}
+    try:
+        cell = _wire.loads(result.files["derived.json"], result.files["derived.npz"])
+        derived = {rec.label: rec.observed for rec in cell.records}
+    except (KeyError, _wire.WireError):
+        pass
+    reason = result.failure or "the program judge gave no result"
+    for key in programs:
+        derived.setdefault(key, _wire.Observation(
+            "error", error_type="ProgramJudge",
+            error=f"the grader could not judge this program ({reason})"))
+    return derived
