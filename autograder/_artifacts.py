@@ -100,12 +100,13 @@ def static_facts(text: str) -> dict:
                      | (set(ops) & REFUSED_OPS)
                      | {f"custom_call @{t}" for t in targets
                         if not ALLOWED_CUSTOM_CALLS.match(t)})
-    donated = [int(i) for i, attrs in re.findall(
-        r"%arg(\d+): [^{)]*\{([^}]*)\}", _main_signature(text))
-        if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
+    arg_attrs = re.findall(r"%arg(\d+): [^{)]*\{([^}]*)\}", _main_signature(text))
+    donated = [int(i) for i, attrs in arg_attrs
+               if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
+    aliased = [int(i) for i, attrs in arg_attrs if "tf.aliasing_output" in attrs]
     locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
     return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
-            "refused": refused, "donated": donated, "locations": locations,
+            "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "size": len(text)}
 
 
@@ -140,6 +141,7 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
     text = exported.mlir_module()
     facts = static_facts(text)
     facts.update(nr_devices=int(exported.nr_devices), platforms=list(exported.platforms),
+                 kept=[int(i) for i in sorted(exported.module_kept_var_idx)],
                  in_avals=[str(a) for a in exported.in_avals],
                  out_avals=[str(a) for a in exported.out_avals])
     if facts["refused"]:
@@ -157,8 +159,9 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
                 for a, s in zip(args, shardings)]
     outputs = None
     if args or not exported.in_avals:
+        call_args, call_kwargs = jax.tree.unflatten(exported.in_tree, args)
         if compile:
-            compiled = jax.jit(exported.call).lower(*args).compile()
+            compiled = jax.jit(exported.call).lower(*call_args, **call_kwargs).compile()
             hlo = compiled.as_text()
             facts["collectives"] = sorted(c for c in COLLECTIVES
                                           if re.search(rf"\b{c}(-start)?\(", hlo))
@@ -166,7 +169,7 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             memory = compiled.memory_analysis()
             facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)
         if run:
-            result = exported.call(*args)
+            result = exported.call(*call_args, **call_kwargs)
             outputs = _wire.observe_tree(jax.tree.unflatten(exported.out_tree,
                                                             jax.tree.leaves(result)))
     return facts, outputs
@@ -228,11 +231,55 @@ def judge_main(job: str = ".") -> None:
         f.write(raw_json)
 
 
-def facts_json(obs: _wire.Observation) -> str:
-    return json.dumps(obs.facts, sort_keys=True)
+def programs_of(*calls) -> Programs:
+    """``observe`` for structure checks: each ``(fn, args, kwargs)`` exported."""
+    exported, inputs = [], []
+    for fn, args, kwargs in calls:
+        e, flat = export_program(fn, args, kwargs)
+        exported.append(e)
+        inputs.append(flat)
+    return Programs(exported, inputs)
 
 
 def program_facts(obs: Any) -> list[dict]:
     """The per-program facts of a derived observation (``[]`` when there are none)."""
     facts = getattr(obs, "facts", None)
     return facts if isinstance(facts, list) else []
+
+
+def explain_program(observed, expected, *, label: str, section: str | None = None,
+                    rtol: float = 1e-4, atol: float = 1e-5) -> str | None:
+    """What every structure check says first: the program could not be judged, it uses
+    refused ops, or (when grading) it does not compute the reference's values."""
+    from autograder._feedback import format_failure
+    from autograder._numeric import explain_tree
+
+    facts = program_facts(observed)
+    if not facts:
+        return format_failure(f"the grader got no program for {label}", section=section)
+    for i, f in enumerate(facts):
+        if not isinstance(f, dict) or f.get("error"):
+            return format_failure(f"the grader could not judge the program of {label}",
+                                  got=str(f.get("error") if isinstance(f, dict) else f),
+                                  section=section)
+        if f.get("refused"):
+            return format_failure(
+                f"the program of {label} uses what the grader does not run: "
+                + ", ".join(map(str, f["refused"][:5])),
+                cause="a host callback (jax.debug.print, jax.debug.callback, "
+                      "jax.pure_callback, io_callback) or an operation outside plain JAX",
+                fix="remove callbacks and prints from the graded function", section=section)
+    if expected is not None:
+        mine, theirs = observed.outputs, getattr(expected, "outputs", ())
+        for i, (o, e) in enumerate(zip(mine, theirs)):
+            if e.tree == "PyTreeDef(None)" or not e.leaves:
+                continue
+            message = explain_tree(o, e, label=f"the program exported from {label}",
+                                   rtol=rtol, atol=atol, dtype="kind")
+            if message:
+                return format_failure(
+                    f"the program exported from {label} does not compute the reference's "
+                    "values on the grader's inputs", details=message.splitlines()[1:4],
+                    cause="the function that was compiled is not the one that was graded",
+                    section=section)
+    return None

@@ -18,9 +18,8 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Iterator, Sequence
 
-from autograder._feedback import call_signature, describe_value, fail, short_dtype
-from autograder._numeric import call_student
-from autograder._quiet import report_captured
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import describe_value, format_failure, short_dtype
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -285,7 +284,7 @@ def assert_compiles_at_most(fn: Callable, calls: Sequence, max_compilations: int
       name: how the message names ``fn`` (default: its ``__name__``).
 
     Returns:
-      The :class:`Compilations` record of all the calls.
+      The facts counted: ``{"count": ..., "names": [...], ...}``.
 
     >>> import jax, jax.numpy as jnp
     >>> x = jnp.ones(3)
@@ -307,29 +306,31 @@ def assert_compiles_at_most(fn: Callable, calls: Sequence, max_compilations: int
       fix: create the jitted function once, outside the loop or function (at module level, or with @jax.jit on the def), and call it
     """
     __tracebackhide__ = True
+    label = name or getattr(fn, "__name__", None) or type(fn).__name__
+    return run(Check("compiles_at_most", label,
+                     observe=lambda: collect_compile_facts(fn, calls, label),
+                     observe_as="facts",
+                     params=dict(max_compilations=max_compilations, section=section,
+                                 hint=hint, fix=fix),
+                     returns=lambda facts: Compilations(
+                         names=[n for names in facts["names"] for n in names])))
+
+
+def collect_compile_facts(fn: Callable, calls: Sequence, label: str) -> dict:
+    """Calls ``fn`` on each input (counting XLA compilations) and says why each
+    compilation after the first happened: plain data for :func:`explain_compiles_at_most`."""
     import jax
 
-    label = name or getattr(fn, "__name__", None) or type(fn).__name__
     specs = [_split_call(c) for c in calls]
     inputs, per_call = [], []
-    total = Compilations()
-    for i, (args, kwargs) in enumerate(specs):
+    for args, kwargs in specs:
         inputs.append(_call_inputs(fn, args, kwargs))
         with collect_compilations() as seen:
-            out, captured = call_student(
-                fn, args, kwargs, section=section,
-                name=f"{label} (call {i + 1}: {call_signature(fn, args, kwargs)})")
+            out = call(fn, args, kwargs)
             with contextlib.suppress(Exception):
                 jax.block_until_ready(out)
-        report_captured(captured, label)
         per_call.append(seen)
-        total.names.extend(seen.names)
-        total.traces.extend(seen.traces)
-    if total.count <= max_compilations:
-        return total
-
     compiled = [i for i, seen in enumerate(per_call) if seen.count]
-    got = "; ".join(f"call {i + 1}: {', '.join(per_call[i].names)}" for i in compiled)
     details, kinds = [], []
     # Several programs in one call: eager operations (each jnp call outside jit is its
     # own small program) or several separately jitted pieces.
@@ -354,17 +355,34 @@ def assert_compiles_at_most(fn: Callable, calls: Sequence, max_compilations: int
             kinds.extend(k for k, _ in diffs)
         details.append(f"call {i + 1} differs from call {j + 1} in "
                        + "; ".join(text for _, text in diffs))
-    # Every distinct reason, in order of appearance: each has its own cause and fix.
-    reasons = list(dict.fromkeys(kinds))
-    cause = hint or "; and ".join(_CAUSE[k] for k in reasons if k in _CAUSE) or (
+    return {"count": sum(s.count for s in per_call), "calls": len(specs),
+            "names": [list(s.names) for s in per_call], "details": details,
+            "reasons": list(dict.fromkeys(kinds))}
+
+
+@explainer("compiles_at_most")
+def explain_compiles_at_most(observed, expected, *, label: str, max_compilations: int,
+                             section: str | None = None, hint: str | None = None,
+                             fix: str | None = None, **_ignored) -> str | None:
+    """The verdict on counted compilations (facts from :func:`collect_compile_facts`)."""
+    facts = observed.facts
+    count = facts.get("count") if isinstance(facts, dict) else None
+    if not isinstance(count, int) or isinstance(count, bool):
+        return format_failure(f"{label}: the grader could not count the compilations")
+    if count <= max_compilations:
+        return None
+    names = facts.get("names", [])
+    got = "; ".join(f"call {i + 1}: {', '.join(map(str, n))}" for i, n in enumerate(names) if n)
+    reasons = [r for r in facts.get("reasons", []) if r in _CAUSE]
+    cause = hint or "; and ".join(_CAUSE[k] for k in reasons) or (
         "each compilation is a separate XLA program")
-    default_fix = "; and ".join(_FIX[k] for k in reasons if k in _FIX) or (
+    default_fix = "; and ".join(_FIX[k] for k in reasons) or (
         "wrap the whole computation in one jax.jit, created once, and reuse it")
-    fail(f"{label} compiled {total.count} times over {len(specs)} calls", rung="structure",
-         expected=f"at most {max_compilations} compilation{'s' if max_compilations != 1 else ''}",
-         got=f"{total.count} compilations: {got}", details=details, cause=cause,
-         fix=fix or default_fix,
-         section=section)
+    return format_failure(
+        f"{label} compiled {count} times over {facts.get('calls')} calls",
+        expected=f"at most {max_compilations} compilation{'s' if max_compilations != 1 else ''}",
+        got=f"{count} compilations: {got}", details=[str(d) for d in facts.get("details", [])],
+        cause=cause, fix=fix or default_fix, section=section)
 
 
 def assert_jitted(fn: Any, *, name: str | None = None, section: str | None = None,
@@ -389,13 +407,39 @@ def assert_jitted(fn: Any, *, name: str | None = None, section: str | None = Non
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    if callable(fn) and hasattr(fn, "lower") and hasattr(fn, "trace"):
-        return
-    fail(f"{label} is not a jitted function", rung="type",
-         expected="a function made by jax.jit (it has .lower and .trace)",
-         got=f"a plain {type(fn).__name__}" if callable(fn) else describe_value(fn),
-         cause=hint or "the def is not decorated with jax.jit (or jax.jit is applied inside "
-                       "the function, on every call)",
-         fix=fix or "decorate the def with @jax.jit, or @functools.partial(jax.jit, "
-                    "static_argnames=...) when it has static arguments",
-         section=section)
+    run(Check("jitted", label, observe=lambda: {"jitted": is_jit_function(fn),
+                                                "got": (f"a plain {type(fn).__name__}"
+                                                        if callable(fn) else describe_value(fn))},
+              observe_as="facts", params=dict(section=section, hint=hint, fix=fix)))
+
+
+def is_jit_function(fn: Any) -> bool:
+    """Whether ``fn`` is a function made by ``jax.jit`` (its type, not its attributes:
+    setting ``.lower`` on a plain function does not make it one)."""
+    return isinstance(fn, _JIT_TYPE)
+
+
+@explainer("jitted")
+def explain_jitted(observed, expected, *, label: str, section: str | None = None,
+                   hint: str | None = None, fix: str | None = None, **_ignored) -> str | None:
+    facts = observed.facts if isinstance(observed.facts, dict) else {}
+    if facts.get("jitted") is True:
+        return None
+    return format_failure(
+        f"{label} is not a jitted function",
+        expected="a function made by jax.jit (it has .lower and .trace)",
+        got=str(facts.get("got", "something else")),
+        cause=hint or "the def is not decorated with jax.jit (or jax.jit is applied inside "
+                      "the function, on every call)",
+        fix=fix or "decorate the def with @jax.jit, or @functools.partial(jax.jit, "
+                   "static_argnames=...) when it has static arguments",
+        section=section)
+
+
+def _jit_type():
+    import jax
+
+    return type(jax.jit(lambda x: x))
+
+
+_JIT_TYPE = _jit_type()  # captured at import, before any student code runs

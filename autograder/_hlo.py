@@ -11,6 +11,10 @@ import re
 from collections import Counter
 from typing import Callable, Sequence
 
+from autograder._artifacts import explain_program, program_facts, programs_of
+from autograder._check import Check, explainer, run
+from autograder._feedback import call_signature, describe_value, format_failure
+
 _STABLEHLO_OP = re.compile(r"\b(stablehlo|chlo|sdy)\.([a-z_][a-z0-9_]*)\b")  # not mhlo.*: module attributes
 
 
@@ -101,34 +105,48 @@ def assert_stablehlo_op_count(fn: Callable, args: Sequence, op: str, *,
       fix: write the loop with jax.lax.fori_loop or jax.lax.scan, which lower to one `stablehlo.while` with one copy of the body
     """
     __tracebackhide__ = True
-    from autograder._feedback import call_signature, fail
-
     if at_most is None and at_least is None:
         raise ValueError("give at_most, at_least or both")
     label = call_signature(fn, args, kwargs)
-    name = _op_name(op)
-    text = _lowered(fn, args, kwargs, label, section).as_text()
-    counts = count_stablehlo_ops(text)
-    n = counts[name]
-    shown = f"`stablehlo.{name}`"
+    run(Check("stablehlo_op_count", label,
+              observe=lambda: programs_of((fn, args, kwargs)), observe_as="artifact",
+              params=dict(op=_op_name(op), at_most=at_most, at_least=at_least,
+                          section=section, hint=hint, fix=fix)))
+
+
+@explainer("stablehlo_op_count")
+def explain_stablehlo_op_count(observed, expected, *, label: str, op: str,
+                               at_most: int | None = None, at_least: int | None = None,
+                               section: str | None = None, hint: str | None = None,
+                               fix: str | None = None, **_ignored) -> str | None:
+    """The verdict on an op count of an exported program's StableHLO."""
+    problem = explain_program(observed, expected, label=label, section=section)
+    if problem:
+        return problem
+    ops = program_facts(observed)[0].get("ops", {})
+    n = int(ops.get(f"stablehlo.{op}", 0))
+    shown = f"`stablehlo.{op}`"
     if at_most is not None and n > at_most:
-        fail(f"the StableHLO of {label} has {n} {shown} ops", rung="structure",
-             expected=f"at most {at_most} {shown}", got=f"{n} {shown}",
-             cause=hint or "the computation was repeated in the program: a Python loop "
-                           "inside a jitted function is unrolled at trace time, one copy "
-                           "of its body per iteration",
-             fix=fix or "write the loop with jax.lax.fori_loop or jax.lax.scan, which lower "
-                        "to one `stablehlo.while` with one copy of the body",
-             section=section)
+        return format_failure(
+            f"the StableHLO of {label} has {n} {shown} ops",
+            expected=f"at most {at_most} {shown}", got=f"{n} {shown}",
+            cause=hint or "the computation was repeated in the program: a Python loop "
+                          "inside a jitted function is unrolled at trace time, one copy "
+                          "of its body per iteration",
+            fix=fix or "write the loop with jax.lax.fori_loop or jax.lax.scan, which lower "
+                       "to one `stablehlo.while` with one copy of the body",
+            section=section)
     if at_least is not None and n < at_least:
-        # Ops of the stablehlo dialect only (the module's mhlo.* attributes are no ops).
-        ops = Counter(re.findall(r"\bstablehlo\.([a-z_][a-z0-9_]*)\b", text))
-        used = ", ".join(f"{k} x{v}" for k, v in ops.most_common(8))
-        fail(f"the StableHLO of {label} has {n} {shown} ops", rung="structure",
-             expected=f"at least {at_least} {shown}", got=f"{n} {shown} (most used: {used})",
-             cause=hint or f"the program does not contain {shown}: the operation the "
-                           "exercise asks for is not used (or was written another way)",
-             fix=fix, section=section)
+        used = ", ".join(f"{k.split('.', 1)[1]} x{v}" for k, v in sorted(
+            ops.items(), key=lambda kv: -kv[1]) if k.startswith("stablehlo."))
+        return format_failure(
+            f"the StableHLO of {label} has {n} {shown} ops",
+            expected=f"at least {at_least} {shown}", got=f"{n} {shown} (most used: "
+                                                         f"{used[:300]})",
+            cause=hint or f"the program does not contain {shown}: the operation the "
+                          "exercise asks for is not used (or was written another way)",
+            fix=fix, section=section)
+    return None
 
 
 _ALIAS_HEADER = re.compile(r"input_output_alias=\{(.*?)\}, [a-z_]+=")
@@ -195,64 +213,91 @@ def assert_donated(fn: Callable, args: Sequence, argnum: int, *,
       fix: jax.jit(sgd, donate_argnums=0)
     """
     __tracebackhide__ = True
+    import inspect
+
     import jax
 
-    from autograder._feedback import call_signature, fail
-    from autograder._quiet import quiet
+    from autograder._compile import is_jit_function
 
     name = getattr(fn, "__name__", None) or type(fn).__name__
     label = call_signature(fn, args, kwargs)
     try:
-        import inspect
-
         params = [p.name for p in inspect.signature(fn).parameters.values()]
-        arg_label = f"argument {argnum} (`{params[argnum]}`)"
-        short = f"`{params[argnum]}`"
+        arg_label, short = f"argument {argnum} (`{params[argnum]}`)", f"`{params[argnum]}`"
     except (TypeError, ValueError, IndexError):
         arg_label, short = f"argument {argnum}", f"argument {argnum}"
-    if not hasattr(fn, "lower"):
-        fail(f"{name} is not a jitted function, so it cannot donate {arg_label}",
-             rung="type", expected="a function made by jax.jit(..., donate_argnums=...)",
-             got=f"a plain {type(fn).__name__}",
-             cause=hint or "donation is an option of jax.jit: a plain Python function "
-                           "has no compiled program whose buffers could be reused",
-             fix=fix or f"{name} = jax.jit(<your function>, donate_argnums={argnum})",
-             section=section)
-    lowered = _lowered(fn, args, kwargs, label, section)
-    info = jax.tree.leaves(lowered.args_info[0][argnum])
-    donated = sum(bool(a.donated) for a in info)
-    if donated < len(info):
-        fail(f"{name} does not donate {arg_label}", rung="structure",
-             expected=f"every leaf of {short} donated",
-             got=f"{donated} of {len(info)} leaves donated",
-             cause=hint or "jax.jit was called without donate_argnums (or donate_argnames) "
-                           "for this argument",
-             fix=fix or f"jax.jit({name}, donate_argnums={argnum})", section=section)
-    # Compiling an unusable donation warns ("Some donated buffers were not usable"):
-    # keep it off stderr, the failure below says it better.
-    with quiet():
-        hlo = lowered.compile().as_text()
-    aliased = set(collect_aliased_parameters(hlo))
-    flat_args = [jax.tree.leaves(a) for a in args]
-    start = sum(len(leaves) for leaves in flat_args[:argnum])
-    mine = set(range(start, start + len(flat_args[argnum])))
-    kept = _kept_leaves(lowered, sum(len(leaves) for leaves in flat_args))
-    params_of_mine = {p for p, leaf in enumerate(kept) if leaf in mine}
-    missing = len(params_of_mine - aliased)
+    flat = [len(jax.tree.leaves(a)) for a in args]
+    start = sum(flat[:argnum])
+    teach = dict(name=name, arg_label=arg_label, short=short, argnum=argnum,
+                 section=section, hint=hint, fix=fix)
+    def intent():
+        facts = {"jitted": is_jit_function(fn), "type": type(fn).__name__}
+        if facts["jitted"]:
+            info = jax.tree.leaves(fn.lower(*args, **(kwargs or {})).args_info[0][argnum])
+            facts.update(donated=sum(bool(a.donated) for a in info), leaves=len(info))
+        return facts
+
+    # Donation is asked for in the jit (an in-process fact); whether XLA can reuse the
+    # buffers is read from the exported program (aliasing only survives when usable).
+    run(Check("donation_asked", label, observe=intent, observe_as="facts", params=teach))
+    run(Check("donated", label, observe=lambda: programs_of((fn, args, kwargs)),
+              observe_as="artifact",
+              params=dict(teach, leaves=[start, start + flat[argnum]])))
+
+
+@explainer("donation_asked")
+def _explain_donation_asked(observed, expected, *, label, name, arg_label, short, argnum,
+                            section=None, hint=None, fix=None, **_ignored):
+    facts = observed.facts if isinstance(observed.facts, dict) else {}
+    if facts.get("jitted"):
+        donated, leaves = facts.get("donated", 0), facts.get("leaves", 0)
+        if donated >= leaves:
+            return None
+        return format_failure(
+            f"{name} does not donate {arg_label}", expected=f"every leaf of {short} donated",
+            got=f"{donated} of {leaves} leaves donated",
+            cause=hint or "jax.jit was called without donate_argnums (or donate_argnames) "
+                          "for this argument",
+            fix=fix or f"jax.jit({name}, donate_argnums={argnum})", section=section)
+    kind = facts.get("type", "object")
+    return format_failure(
+        f"{name} is not a jitted function, so it cannot donate {arg_label}",
+        expected="a function made by jax.jit(..., donate_argnums=...)", got=f"a plain {kind}",
+        cause=hint or "donation is an option of jax.jit: a plain Python function "
+                      "has no compiled program whose buffers could be reused",
+        fix=fix or f"{name} = jax.jit(<your function>, donate_argnums={argnum})",
+        section=section)
+
+
+@explainer("donated")
+def explain_donated(observed, expected, *, label, name, arg_label, short, argnum, leaves,
+                    section=None, hint=None, fix=None, **_ignored):
+    """Donation read from the exported program: every leaf of the argument donated, and
+    aliased to an output (``tf.aliasing_output`` on its parameter)."""
+    problem = explain_program(observed, expected, label=label, section=section)
+    if problem:
+        return problem
+    facts = program_facts(observed)[0]
+    kept = facts.get("kept") or list(range(len(facts.get("in_avals", []))))
+    mine = [p for p, leaf in enumerate(kept) if leaves[0] <= leaf < leaves[1]]
+    aliased = set(facts.get("aliased", []))
+    missing = len([p for p in mine if p not in aliased])
     if missing:
-        fail(f"{name} donates {arg_label}, but XLA reuses none of its buffers"
-             if missing == len(params_of_mine) else
-             f"{name} donates {arg_label}, but XLA cannot reuse {missing} of its "
-             f"{len(params_of_mine)} buffers", rung="structure",
-             expected=f"each leaf of {short} aliased to an output of the same shape and dtype",
-             got=f"{len(params_of_mine) - missing} of {len(params_of_mine)} aliased "
-                 "(input_output_alias in the compiled HLO)",
-             cause=hint or "a donated buffer can only be reused for an output with the same "
-                           "shape and dtype: the function does not return an updated "
-                           f"{short} of the same shape and dtype",
-             fix=fix or f"return the updated {short} itself (same shape and dtype), e.g. "
-                        "`return params - lr * grads`",
-             section=section)
+        return format_failure(
+            f"{name} donates {arg_label}, but XLA reuses none of its buffers"
+            if missing == len(mine) else
+            f"{name} donates {arg_label}, but XLA cannot reuse {missing} of its {len(mine)} "
+            "buffers",
+            expected=f"each leaf of {short} aliased to an output of the same shape and dtype",
+            got=f"{len(mine) - missing} of {len(mine)} aliased (tf.aliasing_output in the "
+                "exported program)",
+            cause=hint or "a donated buffer can only be reused for an output with the same "
+                          "shape and dtype: the function does not return an updated "
+                          f"{short} of the same shape and dtype",
+            fix=fix or f"return the updated {short} itself (same shape and dtype), e.g. "
+                       "`return params - lr * grads`",
+            section=section)
+    return None
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -304,13 +349,28 @@ def assert_is_stablehlo(text, *, name: str = "the text", ops: Sequence[str] = ()
       fix: jax.jit(f).lower(*args).as_text()
     """
     __tracebackhide__ = True
-    from autograder._feedback import describe_value, fail
+    run(Check("is_stablehlo", name, observe=lambda: _as_text(text), observe_as="facts",
+              params=dict(ops=[_op_name(op) for op in ops], section=section)))
 
-    if not isinstance(text, str):
-        fail(f"{name} is not a string", rung="type", expected="a str (StableHLO text)",
-             got=describe_value(text),
-             fix="call .as_text() on the Lowered object: jax.jit(f).lower(*args).as_text()",
-             section=section)
+
+def _as_text(text) -> dict:
+    """A student's text as a fact (capped), or what it was instead."""
+    if isinstance(text, str):
+        return {"text": text[:100_000]}
+    return {"not_text": describe_value(text)}
+
+
+@explainer("is_stablehlo")
+def explain_is_stablehlo(observed, expected, *, label: str, ops=(), section=None,
+                         **_ignored) -> str | None:
+    facts = observed.facts if isinstance(observed.facts, dict) else {}
+    if "text" not in facts:
+        return format_failure(
+            f"{label} is not a string", expected="a str (StableHLO text)",
+            got=str(facts.get("not_text", "?")),
+            fix="call .as_text() on the Lowered object: jax.jit(f).lower(*args).as_text()",
+            section=section)
+    text = facts["text"]
     kind = _text_kind(text)
     if kind != "stablehlo":
         cause = {
@@ -319,18 +379,20 @@ def assert_is_stablehlo(text, *, name: str = "the text", ops: Sequence[str] = ()
             "optimized-hlo": "this is the optimized HLO of the compiled program: compiling "
                              "comes after lowering",
         }.get(kind, "the text does not contain a `func.func` with `stablehlo.` ops")
-        fail(f"{name} is not StableHLO", rung="type", expected=_KIND_NAMES["stablehlo"],
-             got=_KIND_NAMES[kind], cause=cause, fix="jax.jit(f).lower(*args).as_text()",
-             section=section)
+        return format_failure(f"{label} is not StableHLO", expected=_KIND_NAMES["stablehlo"],
+                              got=_KIND_NAMES[kind], cause=cause,
+                              fix="jax.jit(f).lower(*args).as_text()", section=section)
     counts = count_stablehlo_ops(text)
-    missing = [_op_name(op) for op in ops if counts[_op_name(op)] == 0]
+    missing = [op for op in ops if counts[op] == 0]
     if missing:
-        fail(f"{name} is StableHLO, but not of the function asked for", rung="values",
-             expected="ops " + ", ".join(f"`stablehlo.{m}`" for m in missing),
-             got="ops used: " + ", ".join(sorted(counts)),
-             cause="it was lowered from another function or for other inputs",
-             fix="lower the function you were given, with the arguments you were given",
-             section=section)
+        return format_failure(
+            f"{label} is StableHLO, but not of the function asked for",
+            expected="ops " + ", ".join(f"`stablehlo.{m}`" for m in missing),
+            got="ops used: " + ", ".join(sorted(counts)),
+            cause="it was lowered from another function or for other inputs",
+            fix="lower the function you were given, with the arguments you were given",
+            section=section)
+    return None
 
 
 def assert_is_optimized_hlo(text, *, name: str = "the text", reference: str | None = None,
@@ -356,22 +418,30 @@ def assert_is_optimized_hlo(text, *, name: str = "the text", reference: str | No
       fix: jax.jit(f).lower(*args).compile().as_text()
     """
     __tracebackhide__ = True
-    from autograder._feedback import describe_value, fail
-
-    if not isinstance(text, str):
-        fail(f"{name} is not a string", rung="type", expected="a str (optimized HLO text)",
-             got=describe_value(text),
-             fix="call .as_text() on the Compiled object: "
-                 "jax.jit(f).lower(*args).compile().as_text()", section=section)
-    kind = _text_kind(text)
     needs_mark = reference is None or _text_kind(reference) == "optimized-hlo"
+    run(Check("is_optimized_hlo", name, observe=lambda: _as_text(text), observe_as="facts",
+              params=dict(needs_mark=needs_mark, section=section)))
+
+
+@explainer("is_optimized_hlo")
+def explain_is_optimized_hlo(observed, expected, *, label: str, needs_mark: bool = True,
+                             section=None, **_ignored) -> str | None:
+    facts = observed.facts if isinstance(observed.facts, dict) else {}
+    if "text" not in facts:
+        return format_failure(
+            f"{label} is not a string", expected="a str (optimized HLO text)",
+            got=str(facts.get("not_text", "?")),
+            fix="call .as_text() on the Compiled object: "
+                "jax.jit(f).lower(*args).compile().as_text()", section=section)
+    kind = _text_kind(facts["text"])
     if kind == "optimized-hlo" or (kind == "hlo" and not needs_mark):
-        return
+        return None
     cause = {
         "hlo": "the program was printed before XLA compiled (and optimized) it",
         "stablehlo": "StableHLO is the input of the compiler, not its output",
         "jaxpr": "a jaxpr is JAX's own program, two steps before the compiled one",
     }.get(kind, "the text does not start with an `HloModule` header")
-    fail(f"{name} is not the optimized HLO", rung="type", expected=_KIND_NAMES["optimized-hlo"],
-         got=_KIND_NAMES[kind], cause=cause, fix="jax.jit(f).lower(*args).compile().as_text()",
-         section=section)
+    return format_failure(f"{label} is not the optimized HLO",
+                          expected=_KIND_NAMES["optimized-hlo"], got=_KIND_NAMES[kind],
+                          cause=cause, fix="jax.jit(f).lower(*args).compile().as_text()",
+                          section=section)

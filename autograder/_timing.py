@@ -18,6 +18,9 @@ import statistics
 import time
 from typing import Any, Callable
 
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import describe_value
+
 # Captured at import, before student code runs: a submission that patches
 # time.perf_counter later does not change what the checks measure.
 _perf_counter = time.perf_counter
@@ -230,84 +233,115 @@ def assert_benchmark_honest(benchmark: Callable, *, repeats: int = 3,
     ['eager_s', 'jit_first_s', 'jit_s', 'speedup']
     """
     __tracebackhide__ = True
+    label = f"{getattr(benchmark, '__name__', 'benchmark')}(eager_fn, jit_fn, x, repeats={repeats})"
+
+    returned = {}
+
+    def observe():
+        device = SimulatedDevice()
+        eager_fn = device.function(first=_EAGER_FIRST, then=_EAGER_STEP, name="eager_fn")
+        jit_fn = device.function(first=_JIT_FIRST, then=_JIT_STEP, name="jit_fn")
+        out = call(benchmark, (eager_fn, jit_fn, 1.0), {"repeats": repeats})
+        facts = {"calls": {k: int(v) for k, v in device.calls.items()},
+                 "described": describe_value(out), "is_dict": isinstance(out, dict)}
+        if isinstance(out, dict):
+            facts["values"] = {k: _number(out[k]) for k in _BENCH_KEYS if k in out}
+        returned["out"] = out
+        return facts
+
+    return run(Check("benchmark_honest", label, observe=observe, observe_as="facts",
+                     params=dict(repeats=repeats, section=section),
+                     returns=lambda facts: returned.get("out")))
+
+
+def _number(v):
+    """A float for a number, else the description of what it is."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        from autograder._check import Check, call, explainer, run
+
+        return describe_value(v)
+
+
+@explainer("benchmark_honest")
+def explain_benchmark_honest(observed, expected, *, label: str, repeats: int,
+                             section: str | None = None, **_ignored) -> str | None:
+    """The benchmark protocol's rungs: structure, numbers, warm-up, blocking, ratio."""
     import math
 
-    from autograder._feedback import describe_value, fail
-    from autograder._numeric import call_student
-    from autograder._quiet import report_captured
+    from autograder._feedback import format_failure
 
-    device = SimulatedDevice()
-    eager_fn = device.function(first=_EAGER_FIRST, then=_EAGER_STEP, name="eager_fn")
-    jit_fn = device.function(first=_JIT_FIRST, then=_JIT_STEP, name="jit_fn")
-    label = f"{getattr(benchmark, '__name__', 'benchmark')}(eager_fn, jit_fn, x, repeats={repeats})"
-    out, captured = call_student(benchmark, (eager_fn, jit_fn, 1.0), {"repeats": repeats},
-                                 name=label, section=section)
-    # Rung 1, type: a dict of four numbers.
-    if not isinstance(out, dict) or any(k not in out for k in _BENCH_KEYS):
-        missing = [k for k in _BENCH_KEYS if not isinstance(out, dict) or k not in out]
-        fail(f"{label} returned the wrong structure", rung="type",
-             expected="a dict with keys " + ", ".join(_BENCH_KEYS),
-             got=describe_value(out) + (f" (missing {', '.join(missing)})"
-                                        if isinstance(out, dict) else ""),
-             fix="return {'eager_s': ..., 'jit_first_s': ..., 'jit_s': ..., 'speedup': ...}",
-             section=section)
-    try:
-        vals = {k: float(out[k]) for k in _BENCH_KEYS}
-    except (TypeError, ValueError):
-        fail(f"{label} returned values that are not numbers", rung="type",
-             expected="four floats (seconds, and a ratio)",
-             got=", ".join(f"{k}={describe_value(out[k])}" for k in _BENCH_KEYS),
-             fix="return plain floats, e.g. statistics.median(times)", section=section)
+    facts = observed.facts if isinstance(observed.facts, dict) else {}
+    values = facts.get("values") if isinstance(facts.get("values"), dict) else {}
+    missing = [k for k in _BENCH_KEYS if k not in values]
+    if not facts.get("is_dict") or missing:
+        return format_failure(
+            f"{label} returned the wrong structure",
+            expected="a dict with keys " + ", ".join(_BENCH_KEYS),
+            got=str(facts.get("described")) + (f" (missing {', '.join(missing)})"
+                                               if facts.get("is_dict") else ""),
+            fix="return {'eager_s': ..., 'jit_first_s': ..., 'jit_s': ..., 'speedup': ...}",
+            section=section)
+    if any(not isinstance(values[k], float) for k in _BENCH_KEYS):
+        return format_failure(
+            f"{label} returned values that are not numbers",
+            expected="four floats (seconds, and a ratio)",
+            got=", ".join(f"{k}={values[k]}" for k in _BENCH_KEYS),
+            fix="return plain floats, e.g. statistics.median(times)", section=section)
+    vals = {k: float(values[k]) for k in _BENCH_KEYS}
     bad = [k for k, v in vals.items() if not (math.isfinite(v) and v > 0)]
     if bad:
-        fail(f"{label} returned values that are not positive finite numbers", rung="finite",
-             expected="positive seconds and a positive ratio",
-             got=", ".join(f"{k}={vals[k]!r}" for k in bad),
-             cause="a time of 0 (time.time() is too coarse) or a division by zero",
-             fix="measure with time.perf_counter()", section=section)
-    # Rung 2, the protocol: one warm-up call, then `repeats` timed calls, for each.
-    calls = device.calls
+        return format_failure(
+            f"{label} returned values that are not positive finite numbers",
+            expected="positive seconds and a positive ratio",
+            got=", ".join(f"{k}={vals[k]!r}" for k in bad),
+            cause="a time of 0 (time.time() is too coarse) or a division by zero",
+            fix="measure with time.perf_counter()", section=section)
+    # The protocol: one warm-up call, then `repeats` timed calls, for each.
+    calls = facts.get("calls", {})
     expected_calls = 1 + repeats
     wrong = [f"{n} called {calls.get(n, 0)} times" for n in ("eager_fn", "jit_fn")
              if calls.get(n, 0) != expected_calls]
     if wrong:
-        fail(f"{label} does not follow the warm-up protocol", rung="structure",
-             expected=f"each function called {expected_calls} times: 1 warm-up (or first) "
-                      f"call, then repeats={repeats} timed calls",
-             got="; ".join(wrong),
-             cause="the first call traces and compiles (even eager operations compile once "
-                   "per shape): without a separate warm-up call the compile time leaks into "
-                   "the steady-state numbers",
-             fix="call each function once before the timed loop (time the jitted one: that "
-                 "is jit_first_s), then time exactly `repeats` calls", section=section)
-    # Rung 3, blocking: each result is ready only after its simulated work.
-    short = []
-    for key, floor in (("eager_s", _EAGER_STEP), ("jit_first_s", _JIT_FIRST),
-                       ("jit_s", _JIT_STEP)):
-        if vals[key] < 0.999 * floor:
-            short.append(f"{key} = {vals[key]:.3g} s, but the work takes at least {floor:g} s")
+        return format_failure(
+            f"{label} does not follow the warm-up protocol",
+            expected=f"each function called {expected_calls} times: 1 warm-up (or first) "
+                     f"call, then repeats={repeats} timed calls",
+            got="; ".join(wrong),
+            cause="the first call traces and compiles (even eager operations compile once "
+                  "per shape): without a separate warm-up call the compile time leaks into "
+                  "the steady-state numbers",
+            fix="call each function once before the timed loop (time the jitted one: that "
+                "is jit_first_s), then time exactly `repeats` calls", section=section)
+    # Blocking: each result is ready only after its simulated work.
+    short = [f"{key} = {vals[key]:.3g} s, but the work takes at least {floor:g} s"
+             for key, floor in (("eager_s", _EAGER_STEP), ("jit_first_s", _JIT_FIRST),
+                                ("jit_s", _JIT_STEP)) if vals[key] < 0.999 * floor]
     if short:
-        fail(f"{label} measured less time than the work takes", rung="values",
-             expected="times no shorter than the (simulated) device work", got=short[0],
-             details=short[1:],
-             cause="JAX dispatches asynchronously: a call returns as soon as the work is "
-                   "queued, so a timer stopped right after the call measures the dispatch, "
-                   "not the computation",
-             fix="block before stopping the timer: jax.block_until_ready(fn(*args))",
-             section=section)
+        return format_failure(
+            f"{label} measured less time than the work takes",
+            expected="times no shorter than the (simulated) device work", got=short[0],
+            details=short[1:],
+            cause="JAX dispatches asynchronously: a call returns as soon as the work is "
+                  "queued, so a timer stopped right after the call measures the dispatch, "
+                  "not the computation",
+            fix="block before stopping the timer: jax.block_until_ready(fn(*args))",
+            section=section)
     if not vals["jit_s"] < vals["jit_first_s"]:
-        fail(f"{label} reports a steady-state time that includes the compilation",
-             rung="values", expected=f"jit_s < jit_first_s ({vals['jit_first_s']:.3g} s)",
-             got=f"jit_s = {vals['jit_s']:.3g} s",
-             cause="the first (compiling) call is mixed into the timed calls",
-             fix="time the first call alone, then take the median of the calls after it",
-             section=section)
+        return format_failure(
+            f"{label} reports a steady-state time that includes the compilation",
+            expected=f"jit_s < jit_first_s ({vals['jit_first_s']:.3g} s)",
+            got=f"jit_s = {vals['jit_s']:.3g} s",
+            cause="the first (compiling) call is mixed into the timed calls",
+            fix="time the first call alone, then take the median of the calls after it",
+            section=section)
     ratio = vals["eager_s"] / vals["jit_s"]
     if not math.isclose(vals["speedup"], ratio, rel_tol=1e-6):
-        fail(f"{label} reports the wrong speedup", rung="values",
-             expected=f"eager_s / jit_s = {ratio:.4g}", got=f"speedup = {vals['speedup']:.4g}",
-             cause="the ratio is inverted, or computed from other numbers than those returned",
-             fix="speedup = eager_s / jit_s (greater than 1 when jit is faster)",
-             section=section)
-    report_captured(captured, label)
-    return out
+        return format_failure(
+            f"{label} reports the wrong speedup",
+            expected=f"eager_s / jit_s = {ratio:.4g}", got=f"speedup = {vals['speedup']:.4g}",
+            cause="the ratio is inverted, or computed from other numbers than those returned",
+            fix="speedup = eager_s / jit_s (greater than 1 when jit is faster)",
+            section=section)
+    return None

@@ -186,7 +186,7 @@ def test_student_errors_become_feedback(x3):
 
     with pytest.raises(CheckFailure) as err:
         assert_compiles_at_most(broken, [(x3,)], 1)
-    assert "broken (call 1: broken(v=f32[3])) raised ValueError: boom" in str(err.value)
+    assert "broken raised ValueError: boom" in str(err.value)
 
 
 def test_not_implemented_is_reported_as_such(x3):

@@ -142,7 +142,7 @@ def test_assert_donated_reports_an_unusable_donation_without_stderr(capfd):
         assert_donated(norm_only, (jnp.ones(3), jnp.ones(3)), 0)
     msg = str(err.value)
     assert "norm_only donates argument 0 (`p`), but XLA reuses none of its buffers" in msg
-    assert "got:      0 of 1 aliased (input_output_alias in the compiled HLO)" in msg
+    assert "got:      0 of 1 aliased (tf.aliasing_output in the exported program)" in msg
     assert "same shape and dtype" in msg
     # JAX warns "Some donated buffers were not usable": the check keeps it off stderr.
     assert capfd.readouterr().err == ""
