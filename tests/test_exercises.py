@@ -1,4 +1,4 @@
-"""Every module's trusted spec agrees with its variants (tests/spec_check.py).
+"""Every module's exercises, judged as the grader judges them, agree with its variants.
 
 In the sandbox, outside nbgrader: the source passes every exercise, a blank
 submission fails every one, correct variants 0 and 1 pass, and wrong variants 0
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import modules
-from tests.spec_check import check
+from tests.exercise_check import check
 
 
 @pytest.mark.notebook
@@ -19,5 +19,5 @@ from tests.spec_check import check
                                     for m in modules()])
 def test_spec_agrees_with_variants(module):
     lines = []
-    problems = check(module, quick=True, show=lines.append)
+    problems = check(module, show=lines.append)
     assert not problems, "\n".join(lines + problems)

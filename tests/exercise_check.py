@@ -1,13 +1,13 @@
-"""Checks a module's trusted grading spec against its variants, without nbgrader.
+"""Checks a module's exercises, judged as the grader judges them, against its variants.
 
-    .venv/bin/python -m tests.spec_check 02_vmap [--all-wrong]
+    .venv/bin/python -m tests.exercise_check 02_vmap [--all-wrong]
 
-Runs, each in the sandbox: the source notebook (reference), the source again (every
-exercise must pass), a blank submission (every exercise must fail), and for variant
-index 0 and 1 all correct variants together (all pass) and all wrong variants
-together (every exercise that has one fails, the others pass). ``--all-wrong`` adds
-the other wrong variants (index 2 and up) one submission per index. Prints a table
-and exits 1 on any disagreement.
+Runs in the sandbox, without nbgrader: the source notebook (the reference run: it
+must pass every one of its own checks), a blank submission (every exercise must
+fail), and for variant index 0 and 1 all correct variants together (all pass) and all
+wrong variants together (every exercise that has one fails, the others pass).
+``--all-wrong`` adds the other wrong variants (index 2 and up), one submission per
+index. Prints a table and exits 1 on any disagreement.
 """
 from __future__ import annotations
 
@@ -21,30 +21,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def check(assignment: str, *, all_wrong: bool = False, quick: bool = False,
-          show=print) -> list[str]:
-    """Returns the disagreements; ``quick`` skips grading the source a second time."""
+def check(assignment: str, *, all_wrong: bool = False, show=print) -> list[str]:
+    """Returns the disagreements."""
+    from grader import judge as _judge
+    from grader import notebook as _nb
+    from grader import programs as _programs
     from grader import runner as _runner
     from grader import sandbox as _sandbox
-    from grader import trusted as _trusted
 
     source = json.loads((ROOT / "source" / assignment / f"{assignment}.ipynb").read_text())
-    spec = _trusted.load_spec(assignment)
+    tests = _nb.test_ids(source)
     limits = _sandbox.Limits(cell_timeout=120, notebook_timeout=600)
     start = time.monotonic()
-    reference = _runner.reference_results(source, spec, limits)
-    show(f"reference: {time.monotonic() - start:.1f} s")
-    solutions = _trusted.submitted_solutions(source)
-    stubs = {g: _runner.stub_source(s) for g, s in solutions.items()}
+    result = _runner.reference_results(source, limits)
+    reference = _runner.decode_all(result["files"], tests)
+    ref_derived = _programs.judge(_programs.to_judge(reference, reference, with_expected=True),
+                                  limits)
+    problems = [p for t in tests for p in _judge.reference_problems(reference[t], t, ref_derived)]
+    show(f"reference: {time.monotonic() - start:.1f} s"
+         + ("" if not problems else f"  FAILS ITS OWN CHECKS ({len(problems)})"))
+    solutions = _nb.submitted_solutions(source)
+    stubs = {g: _nb.stub_source(s) for g, s in solutions.items()}
     variants = importlib.import_module(f"tests.variants.{assignment}").VARIANTS
     tests_of = {g: f"test_{g}" for g in solutions}
-    problems: list[str] = []
 
     def run(label: str, chosen: dict[str, str], expect_fail: set[str]) -> None:
         t = time.monotonic()
-        rebuilt = _trusted.rebuild(source, chosen, stubs)
-        bundle = _runner.run_rebuilt(rebuilt, spec, limits)
-        verdicts = _runner.judge_bundle(bundle, spec, reference)
+        rebuilt = _nb.rebuild(source, chosen, stubs)
+        bundle = _runner.run_rebuilt(rebuilt, limits)
+        student = _runner.decode_all(bundle["files"], tests)
+        derived = _programs.judge(_programs.to_judge(student, reference), limits)
+        verdicts = _runner.judge_bundle(bundle, tests, reference, derived=derived,
+                                        reference_derived=ref_derived)
         bad = []
         for test_id, verdict in verdicts.items():
             should_fail = test_id in expect_fail
@@ -56,12 +64,11 @@ def check(assignment: str, *, all_wrong: bool = False, quick: bool = False,
         show(f"{label:<12} {time.monotonic() - t:6.1f} s  incidents={bundle['incidents']} "
              f"{'OK' if not bad else 'DISAGREES: ' + ', '.join(bad)}")
 
-    if not quick:
-        run("source", solutions, set())
-    run("blank", {}, set(spec))
+    run("blank", {}, set(tests))
     for index in (0, 1):
         chosen = dict(solutions)
-        chosen.update({g: v["correct"][index] for g, v in variants.items() if len(v["correct"]) > index})
+        chosen.update({g: v["correct"][index] for g, v in variants.items()
+                       if len(v["correct"]) > index})
         run(f"correct[{index}]", chosen, set())
     most = max(len(v["wrong"]) for v in variants.values())
     for index in range(most if all_wrong else min(2, most)):
