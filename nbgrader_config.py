@@ -13,9 +13,17 @@ c.CourseDirectory.ignore = [
     ".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", ".DS_Store",
 ]
 
-# Cell execution. A JAX cell that compiles a model can take a few seconds on a
-# 2-core laptop; 60 s leaves room without letting a hung cell stall a batch long.
-c.Execute.timeout = 60
+# The grader's settings (grader/config.py documents each): `python -m autograder grade`
+# (make autograde) reads them here. A JAX cell that compiles a model can take a few
+# seconds on a 2-core laptop; 60 s leaves room without letting a hung cell stall a batch.
+c.Grading.cell_timeout = 60
+c.Grading.notebook_timeout = 600
+c.Grading.memory_mb = 3072
+c.Grading.text_limit = 100_000
+c.Grading.record_chunk = 25
+
+# Plain nbgrader (nbgrader autograde, validate) uses the same per-cell limit.
+c.Execute.timeout = c.Grading.cell_timeout
 c.Execute.interrupt_on_timeout = True
 
 # Test cells are all-or-nothing: a value a test cell displays (a check may return

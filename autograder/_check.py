@@ -43,11 +43,17 @@ def mode() -> str:
     return _state["mode"]
 
 
-def configure(role: str, out: str = "probe") -> None:
-    """Switches this process to recording (called by the grader's sandbox notebook)."""
+def configure(role: str, out: str = "probe", text_limit: int | None = None) -> None:
+    """Switches this process to recording (called by the grader's sandbox notebook).
+
+    ``text_limit`` is the grader's ``c.Grading.text_limit``: the most characters of any
+    string recorded.
+    """
     if role not in (KERNEL, REFERENCE, STUDENT):
         raise ValueError(f"unknown role {role!r}")
     _state.update(mode=role, out=out)
+    if text_limit is not None:
+        _wire.MAX_TEXT = int(text_limit)
 
 
 def explainer(kind: str):
@@ -224,3 +230,42 @@ def call(fn, args=(), kwargs=None):
     if not callable(fn):
         raise NotAFunction(type(fn).__name__ if fn is not None else "None")
     return fn(*args, **(kwargs or {}))
+
+
+def run_candidate(exercise: str, index: int, source: str, test_id: str, test_source: str,
+                  namespace: dict, out: str = "candidates") -> None:
+    """Grades one candidate answer of an exercise in this kernel, both ways.
+
+    For the grader's mutation and variant tools: the candidate's solution source runs
+    in a copy of the notebook's namespace (twice, so the two runs share no compiled
+    functions), then the exercise's test cell runs on it as the student's own kernel
+    runs it (the verdict goes to ``<out>/<exercise>/<index>/kernel.json``) and as the
+    grading sandbox runs it (records, judged outside by the grader).
+    """
+    import json
+
+    folder = os.path.join(out, exercise, str(index))
+    os.makedirs(folder, exist_ok=True)
+    role, records, out_before = _state["mode"], _state["records"], _state["out"]
+    verdict = {"passed": True, "message": ""}
+    try:
+        _state["mode"] = KERNEL
+        scope = dict(namespace)
+        try:
+            exec(compile(source, f"<candidate {exercise} {index}>", "exec"), scope)  # noqa: S102
+            exec(compile(test_source, f"<test {test_id}>", "exec"), dict(scope))  # noqa: S102
+        except CheckFailure as err:
+            verdict = {"passed": False, "message": str(err)}
+        except Exception as err:  # noqa: BLE001 - any error fails the test cell
+            verdict = {"passed": False, "message": f"{type(err).__name__}: {err}"[:2000]}
+        with open(os.path.join(folder, "kernel.json"), "w") as f:
+            json.dump(verdict, f)
+        _state.update(mode=STUDENT, out=folder)
+        scope = dict(namespace)
+        try:
+            exec(compile(source, f"<candidate {exercise} {index}>", "exec"), scope)  # noqa: S102
+        except Exception:  # noqa: BLE001 - a broken solution cell: its test shows it
+            pass
+        run_test_cell(test_id, test_source, scope)
+    finally:
+        _state.update(mode=role, records=records, out=out_before)

@@ -6,6 +6,8 @@
   export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
   submission A --student S   build a submission from the release notebook
   demo [--dir demo]          the instructor's whole job on a sample class
+  mutants A [--exercise ID] [--limit N]
+                             mutation score of each exercise's checks (survivors shown)
   bench [A...] [--parts student grading scale] [--size 24]
                              student run time; plain nbgrader vs pipeline; scale
 """
@@ -27,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     root = Path.cwd()
+    if command == "mutants":
+        from grader.tools.mutants import main as mutants_main
+
+        return mutants_main(rest)
     if command == "submission":
         from grader.tools.submission import main as submission_main
 

@@ -46,42 +46,44 @@ class NoDisplayCredit(NbGraderPreprocessor):
 
 
 _KEEP_MIME = ("text/plain", "image/png")
-_MAX_TEXT = 100_000
 HELD = "jaxcourse_held"  # cell metadata: the reason an exercise's points are held
 
 
-def _clean_text(value) -> str:
+def _clean_text(value, limit: int = 100_000) -> str:
     text = "".join(value) if isinstance(value, list) else value
-    return text[:_MAX_TEXT] if isinstance(text, str) else ""
+    return text[:limit] if isinstance(text, str) else ""
 
 
-def sanitize_outputs(outputs) -> list[dict]:
+def sanitize_outputs(outputs, limit: int = 100_000) -> list[dict]:
     """Outputs that came back from a sandbox, rebuilt from their safe parts only.
 
     The sandbox is untrusted: keep streams, plain text, PNG images and errors,
     drop HTML, JavaScript, SVG and anything malformed (an instructor opens these
     notebooks in the formgrader), and cap every text.
     """
+    from functools import partial
+
     from nbformat import v4
 
+    _clean = partial(_clean_text, limit=limit)
     clean = []
     for out in outputs if isinstance(outputs, list) else []:
         if not isinstance(out, dict):
             continue
         kind = out.get("output_type")
         if kind == "stream" and out.get("name") in ("stdout", "stderr"):
-            clean.append(v4.new_output("stream", name=out["name"], text=_clean_text(out.get("text"))))
+            clean.append(v4.new_output("stream", name=out["name"], text=_clean(out.get("text"))))
         elif kind in ("display_data", "execute_result") and isinstance(out.get("data"), dict):
-            data = {m: _clean_text(out["data"][m]) for m in _KEEP_MIME
+            data = {m: _clean(out["data"][m]) for m in _KEEP_MIME
                     if isinstance(out["data"].get(m), (str, list))}
             if data:
                 clean.append(v4.new_output("display_data", data=data))
         elif kind == "error":
             tb = out.get("traceback")
             clean.append(v4.new_output(
-                "error", ename=_clean_text(out.get("ename"))[:200] or "Error",
-                evalue=_clean_text(out.get("evalue"))[:5000],
-                traceback=[_clean_text(t)[:5000] for t in (tb if isinstance(tb, list) else [])][:50]))
+                "error", ename=_clean(out.get("ename"))[:200] or "Error",
+                evalue=_clean(out.get("evalue"))[:5000],
+                traceback=[_clean(t)[:5000] for t in (tb if isinstance(tb, list) else [])][:50]))
     return clean
 
 
@@ -108,12 +110,15 @@ class TrustedReplay(NbGraderPreprocessor):
         path = (Path(os.environ["JAXCOURSE_BUNDLES"]) / info["student"]
                 / f"{info['notebook']}.json")
         bundle = json.loads(path.read_text())
+        from grader.config import Grading
+
+        limit = Grading(config=self.config).text_limit
         outputs, verdicts = bundle["outputs"], bundle["verdicts"]
         held_solutions = bundle.get("held_solutions", {})
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            outs = sanitize_outputs(outputs[index] if index < len(outputs) else [])
+            outs = sanitize_outputs(outputs[index] if index < len(outputs) else [], limit)
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if utils.is_solution(cell) and gid in held_solutions:
                 cell.metadata[HELD] = held_solutions[gid]

@@ -35,6 +35,7 @@ import time
 import uuid
 from pathlib import Path
 
+from grader.config import settings, solution_stub
 from grader.course import run_nbgrader
 
 REASONS = {
@@ -47,7 +48,6 @@ REASONS = {
     "held_for_review": "a solution reaches around the language: its exercise waits for a person",
     "grading_failed": "the grader itself failed on this submission (a bug: report it)",
 }
-MAX_NOTEBOOK_BYTES = 20_000_000
 
 
 @dataclasses.dataclass
@@ -104,7 +104,8 @@ def _notebook_names(course: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in (Path(course) / "source" / assignment).glob("*.ipynb"))
 
 
-def preflight(course: Path, assignment: str, student: str) -> str | None:
+def preflight(course: Path, assignment: str, student: str,
+              max_bytes: int = 20_000_000) -> str | None:
     """Returns why a submission cannot be graded, or None when it can."""
     import nbformat
 
@@ -114,9 +115,9 @@ def preflight(course: Path, assignment: str, student: str) -> str | None:
         if path.is_symlink() or not path.is_file():
             return f"{name} is missing from the submission"
         size = path.stat().st_size
-        if size > MAX_NOTEBOOK_BYTES:
+        if size > max_bytes:
             return (f"{name} is {size / 1e6:.0f} MB, over the limit of "
-                    f"{MAX_NOTEBOOK_BYTES / 1e6:.0f} MB (clear the outputs and submit again)")
+                    f"{max_bytes / 1e6:.0f} MB (clear the outputs and submit again)")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
@@ -135,7 +136,8 @@ def preflight(course: Path, assignment: str, student: str) -> str | None:
     return None
 
 
-def fingerprint(course: Path, assignment: str, student: str) -> str:
+def fingerprint(course: Path, assignment: str, student: str,
+                max_bytes: int = 20_000_000) -> str:
     """A digest of the submission's notebooks and timestamp: what grading depends on."""
     from grader.runner import digest
 
@@ -145,7 +147,7 @@ def fingerprint(course: Path, assignment: str, student: str) -> str:
         path = folder / name
         parts.append(name)
         try:
-            parts.append(path.read_bytes() if path.stat().st_size <= MAX_NOTEBOOK_BYTES
+            parts.append(path.read_bytes() if path.stat().st_size <= max_bytes
                          else f"size:{path.stat().st_size}")
         except OSError:
             parts.append("missing")
@@ -165,6 +167,9 @@ class Job:
     reference: dict  # notebook name -> {"files": {result file: hex}, "derived": hex}
     limits: dict
     cache: str | None = None  # JAX compilation cache the reference run filled
+    stub: str = ""  # what replaces a missing solution (ClearSolutions.code_stub)
+    max_runs: int = 5
+    text_limit: int = 100_000
 
 
 def _decoded_reference(ref: dict, tests: list[str]):
@@ -208,7 +213,7 @@ def grade_task(job: Job) -> dict:
         tests = _nb.test_ids(source)
         reference, reference_derived = _decoded_reference(job.reference[name], tests)
         own = _nb.submitted_solutions(source)
-        stubs = {g: _nb.stub_source(s) for g, s in own.items()}
+        stubs = {g: _nb.stub_source(s, job.stub or _nb.DEFAULT_STUB) for g, s in own.items()}
         solutions = _nb.submitted_solutions(job.submissions[name], wanted=set(own))
         held = _policy.held_tests(source, solutions)
         held_all.update(held)
@@ -216,7 +221,8 @@ def grade_task(job: Job) -> dict:
                           for g, r in _policy.held_exercises(source, solutions).items()}
         rebuilt = _nb.rebuild(source, solutions, stubs)
         cache = Path(job.cache) if job.cache and Path(job.cache).is_dir() else None
-        bundle = _runner.run_rebuilt(rebuilt, limits, cache=cache)
+        bundle = _runner.run_rebuilt(rebuilt, limits, cache=cache, max_runs=job.max_runs,
+                                     text_limit=job.text_limit)
         student = _runner.decode_all(bundle["files"], tests)
         derived = _programs.judge(_programs.to_judge(student, reference), limits)
         bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
@@ -478,7 +484,8 @@ def _executor(workers: int, scheduler: str | None):
                                   mp_context=multiprocessing.get_context("spawn")), None
 
 
-def _job(course: Path, assignment: str, student: str, reference: dict, limits) -> Job:
+def _job(course: Path, assignment: str, student: str, reference: dict, limits,
+         cfg) -> Job:
     folder = Path(course) / "submitted" / student / assignment
     names = _notebook_names(course, assignment)
     return Job(
@@ -487,7 +494,8 @@ def _job(course: Path, assignment: str, student: str, reference: dict, limits) -
                  for n in names},
         submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
         reference=reference, limits=dataclasses.asdict(limits),
-        cache=str(cache_dir(course, assignment)))
+        cache=str(cache_dir(course, assignment)), stub=solution_stub(course),
+        max_runs=cfg.max_runs, text_limit=cfg.text_limit)
 
 
 def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
@@ -508,16 +516,22 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
 
 def grade_assignment(course: Path, assignment: str, *, workers: int | None = None,
                      scheduler: str | None = None, students: list[str] | None = None,
-                     force: bool = False, show: bool = True, limits=None) -> dict[str, Outcome]:
-    """Grades every submission of an assignment; returns ``{student: Outcome}``."""
+                     force: bool = False, show: bool = True, limits=None,
+                     cfg=None) -> dict[str, Outcome]:
+    """Grades every submission of an assignment; returns ``{student: Outcome}``.
+
+    ``cfg`` (a :class:`grader.config.Grading`) defaults to the course's
+    nbgrader_config.py; ``limits`` and ``workers`` override it.
+    """
     from rich.console import Console
     from rich.progress import Progress
 
     from grader import sandbox as _sandbox
 
     course = Path(course).resolve()
-    limits = limits or _sandbox.Limits()
-    workers = workers or os.cpu_count() or 1
+    cfg = cfg or settings(course)
+    limits = limits or cfg.limits()
+    workers = workers or cfg.workers or os.cpu_count() or 1
     console = Console()
     started = time.monotonic()
     level = _sandbox.isolation()
@@ -534,7 +548,7 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
     outcomes: dict[str, Outcome] = {}
     to_run, to_record, done_before = [], [], 0
     for s in students:
-        fp = fingerprint(course, assignment, s)
+        fp = fingerprint(course, assignment, s, cfg.max_notebook_bytes)
         entry = ledger.get(s)
         if not force and entry and entry.get("fingerprint") == fp:
             known = Outcome(**{k: v for k, v in entry.items() if k in Outcome.__dataclass_fields__})
@@ -547,7 +561,7 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
                 to_record.append(s)
                 outcomes[s] = known
                 continue
-        problem = preflight(course, assignment, s)
+        problem = preflight(course, assignment, s, cfg.max_notebook_bytes)
         if problem:
             outcomes[s] = Outcome(s, "attention", "malformed", problem, fingerprint=fp,
                                   phase="recorded")
@@ -570,13 +584,14 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
             _write_ledger(course, assignment, {s: o})
             progress.update(recording, advance=1, visible=True)
 
-        recorder = _Recorder(course, assignment, run_dir, recorded) if to_run or to_record else None
+        recorder = (_Recorder(course, assignment, run_dir, recorded, chunk=cfg.record_chunk)
+                    if to_run or to_record else None)
         try:
             for s in to_record:  # resumed: judged before, recorded from their bundles
                 recorder.stage(s)
             if to_run:
                 _run_batch(course, assignment, to_run, outcomes, recorder, progress,
-                           workers=workers, scheduler=scheduler, limits=limits)
+                           workers=workers, scheduler=scheduler, limits=limits, cfg=cfg)
             if recorder:
                 recorder.finish()
         finally:
@@ -592,14 +607,14 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
 
 def _run_batch(course: Path, assignment: str, to_run: list[tuple[str, str]],
                outcomes: dict[str, Outcome], recorder: _Recorder, progress, *, workers: int,
-               scheduler: str | None, limits) -> None:
+               scheduler: str | None, limits, cfg) -> None:
     """Runs and judges the submissions in parallel; hands each to the recorder."""
     reference = _reference(course, assignment, limits)
     task = progress.add_task(f"grading {assignment}", total=len(to_run))
     pool, client = _executor(workers, scheduler)
     try:
-        futures = {pool.submit(grade_task, _job(course, assignment, s, reference, limits)): (s, fp)
-                   for s, fp in to_run}
+        futures = {pool.submit(grade_task, _job(course, assignment, s, reference, limits, cfg)):
+                   (s, fp) for s, fp in to_run}
         pending = set(futures)
         while pending:
             done, pending = cf.wait(pending, timeout=0.5, return_when=cf.FIRST_COMPLETED)

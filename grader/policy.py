@@ -34,10 +34,11 @@ _MODULES = {"ctypes", "gc", "inspect", "importlib", "builtins", "subprocess", "s
             "shutil", "tempfile", "IPython", "ipykernel", "traceback", "atexit", "weakref",
             "types", "sysconfig", "site", "faulthandler", "resource", "mmap", "fcntl",
             "pathlib", "io", "nbformat", "nbclient", "jupyter_client", "zmq", "grader"}
+# Reading sys.stdout/stderr is harmless (rebinding them is a module write, caught anyway).
 _SYS = {"modules", "_getframe", "settrace", "setprofile", "addaudithook", "meta_path",
-        "path_hooks", "path_importer_cache", "excepthook", "displayhook", "stdout",
-        "stderr", "stdin", "exit", "_current_frames", "setrecursionlimit", "audit",
-        "monitoring", "set_asyncgen_hooks", "unraisablehook"}
+        "path_hooks", "path_importer_cache", "excepthook", "displayhook",
+        "_current_frames", "setrecursionlimit", "audit", "monitoring",
+        "set_asyncgen_hooks", "unraisablehook"}
 _OS = {"system", "kill", "killpg", "fork", "forkpty", "_exit", "abort", "popen", "spawnl",
        "spawnv", "spawnve", "spawnlp", "execv", "execve", "execl", "execvp", "posix_spawn",
        "write", "open", "remove", "unlink", "rename", "replace", "rmdir", "removedirs",

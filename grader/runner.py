@@ -4,7 +4,7 @@ judge outside. The result is a bundle of plain data that nbgrader turns into gra
 A cell that hangs, crashes the kernel, floods output or exhausts memory does not
 sink the notebook: the sandbox is killed, that cell is left out (a solution cell's
 exercise scores 0 with the reason) and the notebook runs again, at most
-``MAX_RUNS`` times. Every such incident is kept: the submission is graded and listed
+``max_runs`` times (``c.Grading.max_runs``). Every such incident is kept: the submission is graded and listed
 as needing attention with the reason code.
 """
 from __future__ import annotations
@@ -20,7 +20,6 @@ from grader import judge as _judge
 from grader import notebook as _nb
 from grader import sandbox as _sandbox
 
-MAX_RUNS = 5
 MESSAGES = {
     "timeout": "ran past the time limit of {cell:g} s per cell, so the grader stopped it",
     "out_of_memory": "used more than the memory limit of {memory} MiB",
@@ -35,7 +34,8 @@ class Incident:
 
 
 def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student",
-                cache: Path | None = None, cache_writable: bool = False) -> dict:
+                cache: Path | None = None, cache_writable: bool = False, max_runs: int = 5,
+                text_limit: int = 100_000) -> dict:
     """Runs a rebuilt notebook in the sandbox until it completes; returns a bundle.
 
     The bundle holds the outputs of every rebuilt cell, the raw probe files and
@@ -56,7 +56,7 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
     deadline = started + 2 * limits.notebook_timeout
     while True:
         runs += 1
-        nb = _nb.sandbox_notebook(rebuilt, role, skipped, skipped_tests)
+        nb = _nb.sandbox_notebook(rebuilt, role, skipped, skipped_tests, text_limit=text_limit)
         result = _sandbox.run_notebook(nb, limits=limits, collect=_nb.result_files(tests),
                                        cache=cache, cache_writable=cache_writable)
         peak = max(filter(None, [peak, result.peak_memory_mb]), default=None)
@@ -67,7 +67,7 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
         text = MESSAGES.get(result.failure, result.detail).format(
             cell=limits.cell_timeout, memory=limits.memory_mb)
         incidents.append(Incident(result.failure, cell, result.detail))
-        if (result.failure == "notebook_timeout" or cell is None or runs >= MAX_RUNS
+        if (result.failure == "notebook_timeout" or cell is None or runs >= max_runs
                 or time.monotonic() > deadline):
             break
         test_id = nb["cells"][cell].get("metadata", {}).get(_nb.TEST_TAG)

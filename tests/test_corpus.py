@@ -23,15 +23,15 @@ from grader import sandbox as _sandbox
 from grader.course import run_nbgrader
 from grader.pipeline import grade_assignment, read_ledger
 from grader.tools.submission import build_submission
-from grader.trusted import SPECS
+import grader
 from tests.corpus import assignment
-from tests.corpus.cases import BLANK, CASES, mutate
+from tests.corpus.cases import ADD, BLANK, CASES, HALVE, NORM2, mutate
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("corpus")]
 
 LIMITS = _sandbox.Limits(cell_timeout=10, notebook_timeout=120, memory_mb=1024)
 HONEST = ["honest_full", "honest_blank", "honest_partial", "honest_warning", "honest_float64",
-          "honest_syntax_error"]
+          "honest_syntax_error", "honest_helper", "wrong_unrolled", "wrong_not_jitted"]
 
 
 class _Listener:
@@ -67,12 +67,11 @@ def _build_class(course: Path, marker: str, port: int) -> None:
     release = nbformat.read(str(course / "release" / assignment.NAME / f"{assignment.NAME}.ipynb"),
                             as_version=4)
     fill = {"{course}": str(course), "{port}": str(port), "{marker}": marker,
-            "{specs}": str(SPECS)}
+            "{grader}": str(Path(grader.__file__).parent)}
     for case in CASES:
         replacements = {}
-        for gid, key, correct in (("corpus_add", "add", "def add(x, y):\n    return x + y\n"),
-                                  ("corpus_norm2", "norm2",
-                                   "def norm2(x):\n    return jnp.sqrt(jnp.sum(x ** 2))\n")):
+        for gid, key, correct in (("corpus_add", "add", ADD), ("corpus_norm2", "norm2", NORM2),
+                                  ("corpus_halve", "halve", HALVE)):
             code = case[key]
             if code == BLANK:
                 continue
@@ -130,8 +129,7 @@ def corpus(tmp_path_factory):
     os.environ["JAXCOURSE_JOB_TAG"] = marker.replace(".", "")  # spawned workers inherit it
     try:
         _build_class(course, marker, listener.port)
-        outcomes = grade_assignment(course, assignment.NAME, workers=2, limits=LIMITS,
-                                    specs_dir=assignment.SPECS, show=True)
+        outcomes = grade_assignment(course, assignment.NAME, workers=2, limits=LIMITS, show=True)
     finally:
         listener.close()
         del os.environ["JAXCOURSE_JOB_TAG"]
@@ -154,7 +152,7 @@ def test_case_outcome(corpus, case):
     scores = expect["score"] if isinstance(expect["score"], set) else {expect["score"]}
     assert outcome.score in scores, summary
     if expect["score"] is not None:
-        assert outcome.max_score == 2, summary
+        assert outcome.max_score == 3, summary
     ledger = read_ledger(course, assignment.NAME)
     assert ledger[case["name"]]["status"] == outcome.status
 
@@ -185,8 +183,7 @@ def test_honest_scores_equal_plain_nbgrader(corpus, tmp_path):
 
 def test_a_second_run_regrades_nothing(corpus):
     course, before, _, _ = corpus
-    after = grade_assignment(course, assignment.NAME, workers=2, limits=LIMITS,
-                             specs_dir=assignment.SPECS, show=False)
+    after = grade_assignment(course, assignment.NAME, workers=2, limits=LIMITS, show=False)
     for name, outcome in before.items():
         assert after[name].score == outcome.score and after[name].reason == outcome.reason
         assert after[name].seconds == outcome.seconds  # read from the ledger, not re-run

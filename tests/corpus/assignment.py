@@ -1,8 +1,10 @@
-"""A two-exercise assignment, ``00_corpus``, for grading adversarial submissions fast.
+"""A three-exercise assignment, ``00_corpus``, for grading adversarial submissions fast.
 
 It has what a course notebook has that matters to grading (a locked setup cell,
 solution cells, test cells with hidden tests, a try-it cell) and imports JAX, but
-runs in seconds. Its trusted probes are in ``tests/corpus/specs/00_corpus.py``.
+runs in seconds. The third exercise is graded on facts about compiled code (jitted,
+compiles once, one copy of the loop body in its program), so forged facts can be
+tried on it.
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from pathlib import Path
 import nbformat
 
 NAME = "00_corpus"
-SPECS = Path(__file__).with_name("specs")
 
 
 def _meta(grade_id, *, grade=False, solution=False, locked=False, points=0):
@@ -33,7 +34,27 @@ SOLUTIONS = {
     "corpus_norm2": "def norm2(x):\n    \"\"\"The Euclidean norm of x.\"\"\"\n"
                     "    ### BEGIN SOLUTION\n    return jnp.sqrt(jnp.sum(x ** 2))\n"
                     "    ### END SOLUTION\n",
+    "corpus_halve": "from functools import partial\n"
+                    "@partial(jax.jit, static_argnums=1)\n"
+                    "def halve(x, n):\n    \"\"\"x halved n times, with a loop that compiles as a loop.\"\"\"\n"
+                    "    ### BEGIN SOLUTION\n"
+                    "    return jax.lax.fori_loop(0, n, lambda i, v: v / 2, x)\n"
+                    "    ### END SOLUTION\n",
 }
+HALVE_TEST = (
+    "from autograder import (assert_compiles_at_most, assert_jitted, assert_matches_reference,\n"
+    "                        assert_stablehlo_op_count)\n"
+    "_x = jnp.arange(4.0)\n"
+    "assert_jitted(halve)\n"
+    "assert_matches_reference(halve, lambda x, n: x / 2.0 ** n, (_x, 3))\n"
+    "### BEGIN HIDDEN TESTS\n"
+    "_xh = jnp.linspace(-3.0, 5.0, 7)\n"
+    "assert_matches_reference(halve, lambda x, n: x / 2.0 ** n, (_xh, 0))\n"
+    "assert_compiles_at_most(halve, [(_xh, 5), (_xh, 5), (_xh, 5)], 1)\n"
+    "assert_stablehlo_op_count(halve, (_xh, 40), 'divide', at_most=2,\n"
+    "                          hint='the loop was unrolled: one divide per step')\n"
+    "### END HIDDEN TESTS\n")
+
 
 
 def source_notebook() -> nbformat.NotebookNode:
@@ -61,6 +82,9 @@ def source_notebook() -> nbformat.NotebookNode:
               "### END HIDDEN TESTS\n",
               grade_id="test_corpus_norm2", grade=True, locked=True, points=1),
         _code("# Try it:\nprint(add(jnp.ones(2), jnp.ones(2)))\n"),
+        nbformat.v4.new_markdown_cell("## Exercise 3: halve (1 point)"),
+        _code(SOLUTIONS["corpus_halve"], grade_id="corpus_halve", solution=True),
+        _code(HALVE_TEST, grade_id="test_corpus_halve", grade=True, locked=True, points=1),
     ]
     return nb
 

@@ -1,17 +1,30 @@
 """The adversarial corpus: submissions of ``00_corpus`` and what must become of each.
 
-Each case replaces the solution cells (``add``/``norm2``; None keeps a correct
-answer) and may rewrite the notebook or the submission folder. ``expect`` is the
-outcome: status, the reason codes allowed, and the score (None: no score, the
-submission could not be graded). Placeholders in code: ``{course}`` (the course
-folder on the host), ``{specs}`` (the grader's spec folder), ``{port}`` (a TCP server the test runs on the host's
+Each case replaces the solution cells (``add``/``norm2``/``halve``; None keeps a
+correct answer) and may rewrite the notebook or the submission folder. ``expect`` is
+the outcome: status, the reason codes allowed, and the score out of 3 (None: no
+score, the submission could not be graded). A case that leaves ``halve`` alone gets
+its point on top of the score written for ``add`` and ``norm2`` (``graded`` adds it).
+Placeholders in code: ``{course}`` (the course folder on the host), ``{grader}`` (the
+host-side grader package), ``{port}`` (a TCP server the test runs on the host's
 127.0.0.1), ``{marker}`` (a unique string the test looks for afterwards).
+
+Solutions that reach around the language (processes, sockets, file writes, private
+modules, dynamic code, frames, IPython hooks) have their exercise held for review
+(``held_for_review``): 0 points until a person grades it in the Formgrader.
 """
 from __future__ import annotations
 
 import json
 
 ADD = "def add(x, y):\n    return x + y\n"
+HALVE = ("from functools import partial\n@partial(jax.jit, static_argnums=1)\n"
+         "def halve(x, n):\n    return jax.lax.fori_loop(0, n, lambda i, v: v / 2, x)\n")
+# Right values, wrong structure: a Python loop unrolls into one divide per step.
+UNROLLED_HALVE = ("from functools import partial\n@partial(jax.jit, static_argnums=1)\n"
+                  "def halve(x, n):\n    for _ in range(n):\n        x = x / 2\n    return x\n")
+# Right values, never jitted.
+PLAIN_HALVE = "def halve(x, n):\n    return x / 2.0 ** n\n"
 NORM2 = "def norm2(x):\n    return jnp.sqrt(jnp.sum(x ** 2))\n"
 WRONG_ADD = "def add(x, y):\n    return x - y\n"
 WRONG_NORM2 = "def norm2(x):\n    return jnp.sum(jnp.abs(x))\n"
@@ -26,9 +39,14 @@ _READ_THEN_CHEAT = ("def add(x, y):\n"
                     "        return x - y\n")
 
 
-def _case(name, what, *, add=None, norm2=None, mutate=None, expect):
-    return {"name": name, "what": what, "add": add, "norm2": norm2, "mutate": mutate,
-            "expect": expect}
+def _case(name, what, *, add=None, norm2=None, halve=None, mutate=None, expect):
+    if halve is None and expect["score"] is not None:
+        # halve is left correct: it earns its point (blank submissions leave it blank).
+        bonus = 0 if add == BLANK and norm2 == BLANK else 1
+        scores = expect["score"] if isinstance(expect["score"], set) else {expect["score"]}
+        expect = dict(expect, score={s + bonus for s in scores})
+    return {"name": name, "what": what, "add": add, "norm2": norm2, "halve": halve,
+            "mutate": mutate, "expect": expect}
 
 
 def graded(score, *reasons):
@@ -36,6 +54,9 @@ def graded(score, *reasons):
     if reasons:
         return {"status": "attention", "reasons": set(reasons), "score": score}
     return {"status": "graded", "reasons": {""}, "score": score}
+
+
+HELD = "held_for_review"
 
 
 def attention(*reasons):
@@ -46,7 +67,12 @@ CASES = [
     # Honest submissions: scores as plain nbgrader gives them.
     _case("honest_full", "correct answers", expect=graded(2)),
     _case("honest_blank", "the release notebook, untouched", add=BLANK, norm2=BLANK,
-          expect=graded(0)),
+          halve=BLANK, expect=graded(0)),
+    _case("honest_helper", "correct, and calls the course's public autograder helper",
+          norm2="import jax\nfrom autograder import count_primitives\n"
+                "_counts = count_primitives(jax.make_jaxpr(jnp.sin)(1.0))\n"
+                "def norm2(x):\n    return jnp.sqrt(jnp.sum(x ** 2))\n",
+          expect=graded(2)),
     _case("honest_partial", "one right, one wrong", norm2=WRONG_NORM2, expect=graded(1)),
     _case("honest_warning", "correct, but warns and writes to stderr",
           add="import warnings, sys\n"
@@ -69,7 +95,7 @@ CASES = [
     _case("crash_os_exit_in_call", "os._exit when the grader calls add",
           add="import os\ndef add(x, y):\n    os._exit(1)\n", expect=graded(1, "kernel_died")),
     _case("crash_segfault", "a segfault through ctypes",
-          add="import ctypes\nctypes.string_at(0)\n", expect=graded(1, "kernel_died")),
+          add="import ctypes\nctypes.string_at(0)\n", expect=graded(1, "kernel_died", HELD)),
     _case("crash_kill_kernel", "the kernel kills itself with SIGKILL",
           add="import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
           expect=graded(1, "kernel_died")),
@@ -100,8 +126,10 @@ CASES = [
           add="import threading, time\nwhile True:\n"
               "    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n",
           # Thousands of sleeping threads stay in the kernel and can starve the
-          # cells after the bomb too (XLA cannot start its threads): 0 or 1.
-          expect=graded({0, 1}, "kernel_died", "timeout", "out_of_memory")),
+          # cells after the bomb too (XLA cannot start its threads): norm2 and halve
+          # may lose their points.
+          halve=HALVE, expect=graded({0, 1, 2}, "kernel_died", "timeout", "out_of_memory",
+                                     HELD)),
     # Escapes: processes, network, files.
     _case("escape_background", "starts processes meant to outlive the kernel",
           add="import os, subprocess\n"
@@ -111,7 +139,7 @@ CASES = [
               "    if os.fork() == 0:\n"
               "        os.execvp('sleep', ['sleep', '{marker}'])\n"
               "    os._exit(0)\n" + ADD,
-          expect=graded(2, "tampering_suspected")),
+          expect=graded(1, HELD)),
     _case("escape_network", "connects to the grader's loopback and the internet",
           add="import socket\n"
               "for _host in [('127.0.0.1', {port}), ('1.1.1.1', 80)]:\n"
@@ -119,7 +147,7 @@ CASES = [
               "        socket.create_connection(_host, timeout=2).sendall(b'{marker}')\n"
               "    except OSError:\n"
               "        pass\n" + ADD,
-          expect=graded(2, "tampering_suspected")),
+          expect=graded(1, HELD)),
     _case("escape_read_source", "reads the instructor's source notebook",
           add=_READ_THEN_CHEAT.format(path="{course}/source/00_corpus/00_corpus.ipynb"),
           expect=graded(1)),
@@ -128,9 +156,8 @@ CASES = [
     _case("escape_read_other", "reads another student's submission",
           add=_READ_THEN_CHEAT.format(path="{course}/submitted/honest_full/00_corpus/00_corpus.ipynb"),
           expect=graded(1)),
-    _case("escape_read_specs", "reads the grader's probe specs",
-          add=_READ_THEN_CHEAT.format(path="{specs}/01_grad.py"),
-          expect=graded(1, "tampering_suspected")),
+    _case("escape_read_grader", "reads the host-side grader's code",
+          add=_READ_THEN_CHEAT.format(path="{grader}/policy.py"), expect=graded(1)),
     _case("escape_write", "writes into the course, its home and /tmp of the host",
           add="for _p in ['{course}/{marker}', '{course}/autograded/{marker}', '/tmp/{marker}',\n"
               "           '/root/{marker}']:\n"
@@ -138,7 +165,7 @@ CASES = [
               "        open(_p, 'w').write('pwned')\n"
               "    except OSError:\n"
               "        pass\n" + ADD,
-          expect=graded(2)),
+          expect=graded(1, HELD)),
     # Tampering with the checks, the libraries, the test cells, the outputs.
     _case("tamper_checks", "disables the autograder's checks, answers wrong",
           add="import autograder\n"
@@ -146,26 +173,26 @@ CASES = [
           norm2="import autograder._numeric\n"
                 "autograder._numeric.assert_matches_reference = lambda *a, **k: None\n"
                 "assert_matches_reference = lambda *a, **k: None\n" + WRONG_NORM2,
-          expect=graded(0, "tampering_suspected")),
+          # The no-op check also silences halve's test: its records go missing, 0.
+          halve=HALVE, expect=graded(0, HELD)),
     _case("tamper_numpy", "makes numpy and jnp comparisons always succeed, answers wrong",
           add="import numpy\nnumpy.allclose = lambda *a, **k: True\nnumpy.isclose = lambda *a, **k: True\n"
               "jnp.allclose = lambda *a, **k: True\n" + WRONG_ADD,
-          expect=graded(1, "tampering_suspected")),
+          expect=graded(1, HELD)),
     _case("tamper_equal_anything", "returns an object equal to anything",
           add="class _Any:\n    __eq__ = lambda s, o: True\n    __array__ = None\n"
               "def add(x, y):\n    return _Any()\n", expect=graded(1)),
-    _case("tamper_probe", "replaces the grader's probe runner with one that fakes results",
-          add="import autograder._probe as _p, json, os\n"
-              "def _fake(test_id, probes, ns):\n"
+    _case("tamper_records", "replaces the recorder of the test cells with one that fakes results",
+          add="import autograder._check as _c, json, os\n"
+              "def _fake(test_id, source, ns):\n"
               "    os.makedirs('probe', exist_ok=True)\n"
-              "    json.dump({'probes': [{'ok': True, 'tree': 'PyTreeDef(*)', 'leaves': "
-              "[{'path': '', 'kind': 'json', 'value': 1.0}]}]}, open(f'probe/{test_id}.json', 'w'))\n"
+              "    json.dump({'test_id': test_id, 'records': []}, open(f'probe/{test_id}.json', 'w'))\n"
               "    open(f'probe/{test_id}.npz', 'wb').write(b'')\n"
-              "_p.run = _fake\n" + WRONG_ADD,
-          expect=graded(0, "tampering_suspected")),
+              "_c.run_test_cell = _fake\n" + WRONG_ADD,
+          halve=HALVE, expect=graded(0, HELD)),
     _case("tamper_ipython", "rewrites every later cell through IPython's input transformers",
           add="get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])\n" + WRONG_ADD,
-          expect=graded(0, "tampering_suspected")),
+          halve=HALVE, expect=graded(0, HELD)),
     _case("tamper_test_cells", "edits the locked test cells to pass, answers wrong",
           add=WRONG_ADD, norm2=WRONG_NORM2, mutate="edit_tests", expect=graded(0)),
     _case("tamper_outputs_and_metadata", "fakes passing outputs, points and cell types",
@@ -174,6 +201,38 @@ CASES = [
           expect=graded(2)),
     _case("tamper_extra_files", "ships autograder.py and jax.py beside the notebook",
           add=WRONG_ADD, mutate="shadow_files", expect=graded(1)),
+    # Forged facts about compiled code: wrong structure, facts rewritten by dynamic code.
+    _case("forge_op_counter", "unrolled loop; rewrites the op counter via exec of built strings",
+          halve="_m = 'autograder.' + '_artifacts'\n"
+                "exec('import ' + _m + ' as _a\\n_a.static_facts = lambda t: "
+                "{\\'ops\\': {}, \\'refused\\': []}')\n" + UNROLLED_HALVE,
+          expect=graded(2, HELD)),
+    _case("forge_jit", "never jitted; fakes .lower/.trace and the compile counter by name",
+          halve=PLAIN_HALVE + "setattr(halve, 'lo' + 'wer', lambda *a: None)\n"
+                "setattr(halve, 'tr' + 'ace', lambda *a: None)\n"
+                "import importlib\n"
+                "_c = importlib.import_module('autograder.' + '_compile')\n"
+                "setattr(_c, 'is_jit_' + 'function', lambda f: True)\n",
+          expect=graded(2, HELD)),
+    _case("forge_records", "unrolled loop; a thread rewrites the result files afterwards",
+          halve=UNROLLED_HALVE + "import threading, time\n"
+                "def _rewrite():\n"
+                "    while True:\n"
+                "        open('probe/test_corpus_halve.json', 'w').write('{}')\n"
+                "        time.sleep(0.01)\n"
+                "threading.Thread(target=_rewrite, daemon=True).start()\n",
+          expect=graded(2, HELD)),
+    _case("forge_artifact", "unrolled loop; exports a rolled loop in its place, by getattr",
+          halve=UNROLLED_HALVE + "import jax as _j\n"
+                "_mod = getattr(__import__('autograder'), '_arti' + 'facts')\n"
+                "_real = _mod.export_program\n"
+                "def _rolled(x, n):\n    return _j.lax.fori_loop(0, n, lambda i, v: v / 2, x)\n"
+                "_mod.export_program = lambda fn, a=(), k=None: _real(_j.jit(_rolled, static_argnums=1), a, k)\n",
+          expect=graded(2, HELD)),
+    _case("wrong_unrolled", "right values, unrolled loop, nothing forged", halve=UNROLLED_HALVE,
+          expect=graded(2)),
+    _case("wrong_not_jitted", "right values, never jitted, nothing forged", halve=PLAIN_HALVE,
+          expect=graded(2)),
     # Malformed submissions.
     _case("malformed_duplicate_cells", "a graded cell twice (first copy wrong)",
           mutate="duplicate_solution", expect=graded(1)),

@@ -1,0 +1,135 @@
+"""Grading many candidate answers of a module in one sandboxed run.
+
+The mutation tool (``python -m autograder mutants``) and the variant tests need
+verdicts on dozens of answers per exercise; a notebook run per answer would take an
+hour per module. Here the instructor's notebook runs once, in a sandbox; right after
+each exercise's solution cell, one cell per candidate answer runs
+``autograder._check.run_candidate``: the candidate is defined in a copy of the
+notebook's namespace and the exercise's test cell runs on it, once as the student's
+kernel runs it (a verdict) and once as the grading sandbox runs it (records). The
+records are judged here against the reference run's, exactly as a submission's are
+(programs in the program judge's sandbox). A candidate that hangs or crashes the
+kernel fails with that reason and the notebook runs again without it.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+from autograder import _wire
+from grader import judge as _judge
+from grader import notebook as _nb
+from grader import programs as _programs
+from grader import sandbox as _sandbox
+
+
+@dataclasses.dataclass
+class Result:
+    kernel: dict   # {"passed": bool, "message": str}: the student's own test cell
+    trusted: dict  # the grader's verdict
+
+
+def _candidate_cell(gid: str, index: int, source: str, test_id: str, test_source: str) -> dict:
+    return {"cell_type": "code", "execution_count": None, "outputs": [],
+            "metadata": {"jaxcourse_candidate": [gid, index]},
+            "source": ("from autograder._check import run_candidate as _jaxcourse_candidate\n"
+                       f"_jaxcourse_candidate({gid!r}, {index}, {source!r}, {test_id!r}, "
+                       f"{test_source!r}, globals())\n")}
+
+
+def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
+                       skipped: set[tuple[str, int]] = frozenset()) -> dict:
+    """The instructor's notebook with candidate cells after each solution cell."""
+    nb = copy.deepcopy(source_nb)
+    tests = _nb.test_sources(source_nb)
+    cells = []
+    for index, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        if _nb.is_test(cell) or _nb.is_try_it(nb["cells"], index):
+            cell["source"] = ""
+        cells.append(cell)
+        gid = _nb.meta(cell).get("grade_id")
+        if _nb.is_solution(cell) and gid in candidates:
+            test_id = f"test_{gid}"
+            for k, source in enumerate(candidates[gid]):
+                if (gid, k) not in skipped:
+                    cells.append(_candidate_cell(gid, k, source, test_id, tests[test_id]))
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            cell["source"] = ("import autograder, autograder._check\n"
+                              "autograder._check.configure('student')\n"
+                              + _nb.text(cell["source"]))
+            break
+    nb["cells"] = cells
+    return nb
+
+
+def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
+    out = []
+    for gid, sources in candidates.items():
+        for k in range(len(sources)):
+            base = f"candidates/{gid}/{k}"
+            out += [f"{base}/kernel.json", f"{base}/test_{gid}.json", f"{base}/test_{gid}.npz"]
+    return tuple(out)
+
+
+def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
+          reference_derived: dict, limits, *, max_runs: int = 8,
+          cache=None) -> dict[tuple[str, int], Result]:
+    """Verdicts, kernel and trusted, on every candidate: ``{(grade_id, index): Result}``.
+
+    ``reference``/``reference_derived``: the decoded reference run and its programs, as
+    the pipeline computes them (``grader.pipeline._reference``).
+    """
+    skipped: dict[tuple[str, int], str] = {}
+    files: dict[str, bytes] = {}
+    for _ in range(max_runs):
+        nb = candidate_notebook(source_nb, candidates, set(skipped))
+        result = _sandbox.run_notebook(nb, limits=limits, collect=_files(candidates),
+                                       cache=cache)
+        files.update(result.files)
+        if not result.failure or result.failed_cell is None:
+            break
+        tag = nb["cells"][result.failed_cell].get("metadata", {}).get("jaxcourse_candidate")
+        if not tag:
+            raise RuntimeError(f"the instructor's notebook failed ({result.failure}) in cell "
+                               f"{result.failed_cell}: {result.detail}")
+        skipped[(tag[0], tag[1])] = f"the candidate {result.failure.replace('_', ' ')}"
+    out: dict[tuple[str, int], Result] = {}
+    cells: dict[tuple[str, int], _wire.CellResult | None] = {}
+    for gid, sources in candidates.items():
+        for k in range(len(sources)):
+            base = f"candidates/{gid}/{k}"
+            cells[(gid, k)] = _judge.decode({f"probe/test_{gid}.json": files.get(f"{base}/test_{gid}.json"),
+                                             f"probe/test_{gid}.npz": files.get(f"{base}/test_{gid}.npz")}
+                                            if f"{base}/test_{gid}.json" in files else {},
+                                            f"test_{gid}")
+    programs = {}
+    for (gid, k), cell in cells.items():
+        for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
+            programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
+    derived_all = _programs.judge(programs, limits)
+    for (gid, k), cell in cells.items():
+        prefix = f"{gid}#{k}#"
+        derived = {key[len(prefix):]: obs for key, obs in derived_all.items()
+                   if key.startswith(prefix)}
+        base = f"candidates/{gid}/{k}"
+        if (gid, k) in skipped:
+            why = skipped[(gid, k)]
+            out[(gid, k)] = Result({"passed": False, "message": why},
+                                   {"passed": False, "message": why})
+            continue
+        try:
+            kernel = json.loads(files[f"{base}/kernel.json"])
+        except (KeyError, ValueError):
+            kernel = {"passed": False, "message": "no verdict came back"}
+        ref = reference.get(f"test_{gid}")
+        trusted = (_judge.judge_cell(ref, cell, derived=derived,
+                                     reference_derived=reference_derived)
+                   if ref is not None else _judge.Verdict(False, "no reference"))
+        out[(gid, k)] = Result({"passed": bool(kernel.get("passed")),
+                                "message": str(kernel.get("message", ""))},
+                               dataclasses.asdict(trusted))
+    return out

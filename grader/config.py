@@ -1,0 +1,77 @@
+"""The grader's settings, in one place: ``c.Grading.*`` in nbgrader_config.py.
+
+Every limit the pipeline applies is a documented traitlets option here (nbgrader's
+own habit: ``LimitOutput.max_lines``, ``Execute.timeout``), read from the course's
+``nbgrader_config.py`` like nbgrader's options, so an instructor changes a value in one
+file and nowhere else. The course's config sets ``c.Execute.timeout`` from
+``c.Grading.cell_timeout`` and the sandbox's stub from ``c.ClearSolutions.code_stub``,
+so no value is written twice.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from traitlets import Float, Int
+from traitlets.config import Config, Configurable
+
+
+class Grading(Configurable):
+    """Limits and sizes of ``python -m autograder grade`` (``make autograde``)."""
+
+    cell_timeout = Float(60.0, help="Seconds one cell may run in the grading sandbox "
+                                    "(plain nbgrader's Execute.timeout is set from it)."
+                         ).tag(config=True)
+    notebook_timeout = Float(600.0, help="Seconds one notebook may run in the sandbox, all "
+                                         "cells together; then its process tree is killed."
+                             ).tag(config=True)
+    memory_mb = Int(3072, help="Memory of one sandbox (MiB), files it writes included."
+                    ).tag(config=True)
+    tasks = Int(0, help="Processes and threads of one sandbox; 0: 256 + 16 per CPU "
+                        "(XLA starts a thread per core and then some).").tag(config=True)
+    output_bytes = Int(2_000_000, help="Bytes of output kept per notebook while it "
+                                       "streams; 20 times more stops it as a flood."
+                       ).tag(config=True)
+    read_bytes = Int(16_000_000, help="The most read back from any one file a sandbox "
+                                      "wrote.").tag(config=True)
+    text_limit = Int(100_000, help="Characters kept of any one string a sandbox returns "
+                                   "(results, outputs shown in the Formgrader)."
+                     ).tag(config=True)
+    max_notebook_bytes = Int(20_000_000, help="A submitted notebook larger than this is "
+                                              "malformed.").tag(config=True)
+    max_runs = Int(5, help="Runs of one notebook when cells hang or crash (each run "
+                           "leaves the offending cell out).").tag(config=True)
+    record_chunk = Int(25, help="Submissions recorded in the gradebook per nbgrader call "
+                                "while the batch runs.").tag(config=True)
+    workers = Int(0, help="Parallel sandboxes on this machine; 0: one per core."
+                  ).tag(config=True)
+
+    def limits(self):
+        from grader.sandbox import Limits
+
+        return Limits(cell_timeout=self.cell_timeout, notebook_timeout=self.notebook_timeout,
+                      memory_mb=self.memory_mb, tasks=self.tasks,
+                      output_bytes=self.output_bytes, read_bytes=self.read_bytes)
+
+
+def course_config(course: os.PathLike) -> Config:
+    """The traitlets config of a course folder (its nbgrader_config.py)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = Path(course) / "nbgrader_config.py"
+    if not path.exists():
+        return Config()
+    return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+
+
+def settings(course: os.PathLike) -> Grading:
+    """The :class:`Grading` settings of a course folder."""
+    return Grading(config=course_config(course))
+
+
+def solution_stub(course: os.PathLike) -> str:
+    """What a release notebook holds in place of a solution (``ClearSolutions.code_stub``)."""
+    from grader.notebook import DEFAULT_STUB
+
+    stub = course_config(course).get("ClearSolutions", {}).get("code_stub", {})
+    return stub.get("python", DEFAULT_STUB) if isinstance(stub, dict) else DEFAULT_STUB
