@@ -11,6 +11,8 @@ with the student's function and its inputs, e.g.::
 from autograder._feedback import CheckFailure
 from autograder._feedback import format_failure
 from autograder._quiet import quiet
+# Inputs drawn reproducibly from hypothesis strategies (edges included)
+from autograder._draws import draw
 # Values: the ladder type, shape, dtype, finite, values
 from autograder._numeric import assert_matches_reference
 from autograder._numeric import assert_tree_matches

@@ -43,15 +43,21 @@ def mode() -> str:
     return _state["mode"]
 
 
-def configure(role: str, out: str = "probe", text_limit: int | None = None) -> None:
+def configure(role: str, out: str = "probe", text_limit: int | None = None,
+              seed: int | None = None) -> None:
     """Switches this process to recording (called by the grader's sandbox notebook).
 
     ``text_limit`` is the grader's ``c.Grading.text_limit``: the most characters of any
-    string recorded.
+    string recorded; ``seed`` its ``c.Grading.seed``, for inputs drawn with
+    :func:`autograder.draw`.
     """
     if role not in (KERNEL, REFERENCE, STUDENT):
         raise ValueError(f"unknown role {role!r}")
     _state.update(mode=role, out=out)
+    if seed is not None:
+        from autograder import _draws
+
+        _draws.set_seed(seed)
     if text_limit is not None:
         _wire.MAX_TEXT = int(text_limit)
 

@@ -45,6 +45,10 @@ class Grading(Configurable):
                                 "while the batch runs.").tag(config=True)
     workers = Int(0, help="Parallel sandboxes on this machine; 0: one per core."
                   ).tag(config=True)
+    seed = Int(20261203, help="Seed of the inputs hidden checks draw (autograder.draw): "
+                              "the reference run and every submission draw the same ones. "
+                              "Change it per term so last term's inputs say nothing."
+               ).tag(config=True)
 
     def limits(self):
         from grader.sandbox import Limits

@@ -117,7 +117,8 @@ def tests_of_solution(nb: dict) -> dict[int, list[str]]:
 
 
 def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = None,
-                     skipped_tests: set[str] = frozenset(), *, text_limit: int = 100_000) -> dict:
+                     skipped_tests: set[str] = frozenset(), *, text_limit: int = 100_000,
+                     seed: int | None = None) -> dict:
     """What runs in the sandbox: the rebuilt notebook with its test cells recording.
 
     The first code cell (the locked setup) starts by switching the check library to
@@ -142,7 +143,8 @@ def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = 
     # The whole check library is imported here, before any student code: the references
     # it captures at import (numpy functions, the jit type) are the real ones.
     switch = ("import autograder, autograder._check\n"
-              f"autograder._check.configure({role!r}, text_limit={int(text_limit)})\n")
+              f"autograder._check.configure({role!r}, text_limit={int(text_limit)}, "
+              f"seed={seed!r})\n")
     for cell in cells:
         if cell.get("cell_type") == "code":
             cell["source"] = switch + text(cell["source"])

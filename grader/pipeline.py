@@ -63,6 +63,7 @@ class Outcome:
     phase: str = ""  # "judged" (bundle on disk) or "recorded" (in the gradebook)
     peak_memory_mb: float | None = None
     isolation: str = ""
+    seed: int | None = None  # the grader's seed of drawn inputs (c.Grading.seed)
 
 
 # ---------------------------------------------------------------- ledger
@@ -170,6 +171,7 @@ class Job:
     stub: str = ""  # what replaces a missing solution (ClearSolutions.code_stub)
     max_runs: int = 5
     text_limit: int = 100_000
+    seed: int | None = None  # c.Grading.seed: the inputs hidden checks draw
 
 
 def _decoded_reference(ref: dict, tests: list[str]):
@@ -222,7 +224,8 @@ def grade_task(job: Job) -> dict:
         rebuilt = _nb.rebuild(source, solutions, stubs)
         cache = Path(job.cache) if job.cache and Path(job.cache).is_dir() else None
         bundle = _runner.run_rebuilt(rebuilt, limits, cache=cache, max_runs=job.max_runs,
-                                     text_limit=job.text_limit)
+                                     text_limit=job.text_limit, seed=job.seed)
+        bundle["seed"] = job.seed
         student = _runner.decode_all(bundle["files"], tests)
         derived = _programs.judge(_programs.to_judge(student, reference), limits)
         bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
@@ -236,7 +239,7 @@ def grade_task(job: Job) -> dict:
             "seconds": time.monotonic() - start}
 
 
-def reference_key(course: Path, assignment: str, name: str, limits) -> str:
+def reference_key(course: Path, assignment: str, name: str, limits, seed=None) -> str:
     """What the reference results depend on: the source notebook, the check library,
     the grader's judging code and the limits."""
     import autograder
@@ -244,12 +247,13 @@ def reference_key(course: Path, assignment: str, name: str, limits) -> str:
 
     lib = Path(autograder.__file__).parent
     parts = [(Path(course) / "source" / assignment / name).read_bytes(),
-             json.dumps(dataclasses.asdict(limits))]
+             json.dumps(dataclasses.asdict(limits)), str(seed)]
     parts += [p.read_bytes() for p in sorted(lib.glob("*.py"))]
     return _runner.digest(*parts)
 
 
-def _reference(course: Path, assignment: str, limits) -> dict[str, dict]:
+def _reference(course: Path, assignment: str, limits, seed: int | None = None
+               ) -> dict[str, dict]:
     """The reference run of every source notebook, computed once and cached on disk.
 
     Stops with the list of checks the instructor's own solution fails: an exercise
@@ -263,7 +267,7 @@ def _reference(course: Path, assignment: str, limits) -> dict[str, dict]:
     out = {}
     for name in _notebook_names(course, assignment):
         path = Path(course) / "source" / assignment / name
-        key = reference_key(course, assignment, name, limits)
+        key = reference_key(course, assignment, name, limits, seed)
         cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
         cached = _runner.read_json(cache)
         if cached is not None:
@@ -274,7 +278,7 @@ def _reference(course: Path, assignment: str, limits) -> dict[str, dict]:
         compile_cache = cache_dir(course, assignment)
         compile_cache.mkdir(parents=True, exist_ok=True)
         compile_cache.chmod(0o700)
-        result = _runner.reference_results(source, limits, cache=compile_cache)
+        result = _runner.reference_results(source, limits, cache=compile_cache, seed=seed)
         cells = _runner.decode_all(result["files"], tests)
         derived = _programs.judge(_programs.to_judge(cells, cells, with_expected=True), limits)
         problems = [p for t in tests for p in _judge.reference_problems(cells.get(t), t, derived)]
@@ -495,7 +499,7 @@ def _job(course: Path, assignment: str, student: str, reference: dict, limits,
         submissions={n: json.loads((folder / n).read_text(encoding="utf-8")) for n in names},
         reference=reference, limits=dataclasses.asdict(limits),
         cache=str(cache_dir(course, assignment)), stub=solution_stub(course),
-        max_runs=cfg.max_runs, text_limit=cfg.text_limit)
+        max_runs=cfg.max_runs, text_limit=cfg.text_limit, seed=cfg.seed)
 
 
 def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
@@ -509,9 +513,11 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
     elif result["held"]:
         reason = "held_for_review"
         detail = "; ".join(f"{t}: {m}" for t, m in result["held"].items())[:500]
+    seeds = {b.get("seed") for b in result["bundles"].values()}
     return Outcome(student, "attention" if reason else "graded", reason, detail,
                    seconds=result["seconds"], fingerprint=fp, phase="judged",
-                   peak_memory_mb=peak, isolation="+".join(sorted(iso)))
+                   peak_memory_mb=peak, isolation="+".join(sorted(iso)),
+                   seed=seeds.pop() if len(seeds) == 1 else None)
 
 
 def grade_assignment(course: Path, assignment: str, *, workers: int | None = None,
@@ -609,7 +615,7 @@ def _run_batch(course: Path, assignment: str, to_run: list[tuple[str, str]],
                outcomes: dict[str, Outcome], recorder: _Recorder, progress, *, workers: int,
                scheduler: str | None, limits, cfg) -> None:
     """Runs and judges the submissions in parallel; hands each to the recorder."""
-    reference = _reference(course, assignment, limits)
+    reference = _reference(course, assignment, limits, cfg.seed)
     task = progress.add_task(f"grading {assignment}", total=len(to_run))
     pool, client = _executor(workers, scheduler)
     try:

@@ -35,7 +35,7 @@ class Incident:
 
 def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student",
                 cache: Path | None = None, cache_writable: bool = False, max_runs: int = 5,
-                text_limit: int = 100_000) -> dict:
+                text_limit: int = 100_000, seed: int | None = None) -> dict:
     """Runs a rebuilt notebook in the sandbox until it completes; returns a bundle.
 
     The bundle holds the outputs of every rebuilt cell, the raw probe files and
@@ -56,7 +56,8 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
     deadline = started + 2 * limits.notebook_timeout
     while True:
         runs += 1
-        nb = _nb.sandbox_notebook(rebuilt, role, skipped, skipped_tests, text_limit=text_limit)
+        nb = _nb.sandbox_notebook(rebuilt, role, skipped, skipped_tests, text_limit=text_limit,
+                                  seed=seed)
         result = _sandbox.run_notebook(nb, limits=limits, collect=_nb.result_files(tests),
                                        cache=cache, cache_writable=cache_writable)
         peak = max(filter(None, [peak, result.peak_memory_mb]), default=None)
@@ -102,7 +103,7 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
 
 
 def reference_results(source_nb: dict, limits: _sandbox.Limits, *,
-                      cache: Path | None = None) -> dict:
+                      cache: Path | None = None, seed: int | None = None) -> dict:
     """Runs the instructor's notebook, recording observed and expected values.
 
     Returns ``{"files": {result file: hex}, "problems": [...]}``: ``problems`` lists
@@ -111,11 +112,11 @@ def reference_results(source_nb: dict, limits: _sandbox.Limits, *,
     """
     rebuilt = _nb.rebuild(source_nb, _nb.submitted_solutions(source_nb), {})
     bundle = run_rebuilt(rebuilt, limits, role="reference", cache=cache,
-                         cache_writable=cache is not None)
+                         cache_writable=cache is not None, seed=seed)
     if bundle["incidents"]:
         raise RuntimeError(f"the source notebook does not run cleanly in the sandbox: "
                            f"{bundle['incidents']}")
-    return {"files": bundle["files"]}
+    return {"files": bundle["files"], "seed": seed}
 
 
 def decode_all(files_hex: dict, tests: list[str]) -> dict:

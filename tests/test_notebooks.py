@@ -1,15 +1,15 @@
-"""Every module through real nbgrader: source, release, and mutation variants.
+"""Every module through plain nbgrader (the student's kernel path): source, release.
 
 For each module in source/ this builds a scratch course (config + source), runs
-`nbgrader generate_assignment`, then grades in ONE `nbgrader autograde` run:
+`nbgrader generate_assignment`, then grades in ONE plain `nbgrader autograde` run (the
+checks run in the notebook's own kernel, as in a student's JupyterLab):
 
 - `solution`: the instructor's solutions          -> full marks on every test cell;
 - `blank`: the release notebook as handed out      -> zero, and no kernel crash;
-- `correct<k>`: correct variant k in every exercise -> full marks;
-- `wrong<p><k>`: wrong variant k in every exercise at even (p=0) or odd (p=1)
-  position, the reference solution elsewhere     -> exactly those exercises score 0.
+- `wrong00`: wrong variant 0 in every other exercise -> exactly those exercises score 0.
 
-Variants live in tests/variants/<module>.py (VARIANTS keyed by grade_id).
+Every variant and mutant, judged both in the kernel and by the trusted grader, is in
+tests/test_exercises.py.
 """
 from __future__ import annotations
 
@@ -91,17 +91,13 @@ def graded(request, tmp_path_factory):
 
     add("solution", build_submission(release_nb, source_nb=source_nb), full)
     add("blank", release_nb, {t: 0.0 for t in points})
-    for k in range(2):
-        repl = {gid: variants[gid]["correct"][k] for gid in sols}
-        add(f"correct{k}", build_submission(release_nb, source_nb=source_nb, replacements=repl), full)
-    for parity in range(2):
-        for k in range(2):
-            targets = [gid for i, gid in enumerate(sols) if i % 2 == parity]
-            repl = {gid: variants[gid]["wrong"][k][1] for gid in targets}
-            exp = dict(full)
-            exp.update({f"test_{gid}": 0.0 for gid in targets})
-            add(f"wrong{parity}{k}", build_submission(release_nb, source_nb=source_nb,
-                                                      replacements=repl), exp)
+    # A wrong answer in every other exercise: it costs exactly those exercises (the
+    # variants one by one, both ways, are in tests/test_exercises.py).
+    targets = [gid for i, gid in enumerate(sols) if i % 2 == 0]
+    exp = dict(full)
+    exp.update({f"test_{gid}": 0.0 for gid in targets})
+    add("wrong00", build_submission(release_nb, source_nb=source_nb, replacements={
+        gid: variants[gid]["wrong"][0][1] for gid in targets}), exp)
     proc = run_nbgrader(["autograde", module, "--force"], cwd=course, check=False)
     from nbgrader.api import Gradebook
 
