@@ -37,6 +37,9 @@ _FUNC_SWAPS = {"mean": "sum", "sum": "mean", "max": "min", "min": "max", "argmax
 _DTYPE_SWAPS = {"float32": "float16", "float64": "float32", "int32": "float32",
                 "bfloat16": "float32", "float16": "float32", "uint32": "int32"}
 _GUARDS = {"stop_gradient"}
+_AT_SWAPS = {"add": "set", "set": "add", "multiply": "add", "min": "max", "max": "min",
+             "get": "set"}
+_DIFF = {"grad", "value_and_grad", "jacrev", "jacfwd", "hessian", "jacobian"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +100,20 @@ class _Sites(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = _call_name(node)
-        if name in _FUNC_SWAPS:
+        if (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Subscript)
+                and isinstance(node.func.value.value, ast.Attribute)
+                and node.func.value.value.attr == "at" and name in _AT_SWAPS):
+            new = _AT_SWAPS[name]
+            self.add(node, "at", f".at[].{name} -> .at[].{new}",
+                     lambda n, new=new: _rename_call(n, new))
+        elif name in _FUNC_SWAPS:
             new = _FUNC_SWAPS[name]
             self.add(node, "func", f"{name} -> {new}", lambda n, new=new: _rename_call(n, new))
+        if name in _DIFF and len(node.args) == 1 and not any(
+                k.arg == "argnums" for k in node.keywords):
+            self.add(node, "argnums", f"{name}(f) -> {name}(f, argnums=1)",
+                     lambda n: _replace(n, keywords=n.keywords + [
+                         ast.keyword("argnums", ast.Constant(1))]))
         if name in _GUARDS and node.args:
             self.add(node, "unguard", f"drop {name}", lambda n: n.args[0])
         if name == "where" and len(node.args) == 3:
@@ -127,6 +141,8 @@ class _Sites(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr == "T" and isinstance(node.ctx, ast.Load):
+            self.add(node, "transpose", "drop a .T", lambda n: n.value)
         if node.attr in _DTYPE_SWAPS:
             new = _DTYPE_SWAPS[node.attr]
             self.add(node, "dtype", f"{node.attr} -> {new}",
@@ -201,7 +217,8 @@ def _matches(op: str, node: ast.AST) -> bool:
              "const+1": ast.Constant, "const-1": ast.Constant, "const*2": ast.Constant,
              "const=1": ast.Constant, "func": ast.Call, "unguard": ast.Call, "where": ast.Call,
              "bound": ast.Call, "key-reuse": ast.Call, "argswap": ast.Call,
-             "dtype": ast.Attribute}
+             "dtype": ast.Attribute, "at": ast.Call, "argnums": ast.Call,
+             "transpose": ast.Attribute}
     return isinstance(node, kinds.get(op, ast.AST))
 
 
