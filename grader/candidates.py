@@ -110,7 +110,7 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     for (gid, k), cell in cells.items():
         for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
-    derived_all = _programs.judge(programs, limits)
+    derived_all = _programs.judge(programs, limits, cache=cache)
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()

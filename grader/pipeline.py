@@ -227,7 +227,7 @@ def grade_task(job: Job) -> dict:
                                      text_limit=job.text_limit, seed=job.seed)
         bundle["seed"] = job.seed
         student = _runner.decode_all(bundle["files"], tests)
-        derived = _programs.judge(_programs.to_judge(student, reference), limits)
+        derived = _programs.judge(_programs.to_judge(student, reference), limits, cache=cache)
         bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
                                                   reference_derived=reference_derived,
                                                   held=held)
@@ -280,7 +280,8 @@ def _reference(course: Path, assignment: str, limits, seed: int | None = None
         compile_cache.chmod(0o700)
         result = _runner.reference_results(source, limits, cache=compile_cache, seed=seed)
         cells = _runner.decode_all(result["files"], tests)
-        derived = _programs.judge(_programs.to_judge(cells, cells, with_expected=True), limits)
+        derived = _programs.judge(_programs.to_judge(cells, cells, with_expected=True), limits,
+                                  cache=compile_cache, cache_writable=True)
         problems = [p for t in tests for p in _judge.reference_problems(cells.get(t), t, derived)]
         if problems:
             raise RuntimeError(f"source/{assignment}/{name} fails its own checks, so nothing "

@@ -50,11 +50,14 @@ def to_judge(student: dict[str, _wire.CellResult | None],
     return out
 
 
-def judge(programs: dict[str, _wire.Record], limits) -> dict[str, _wire.Observation]:
+def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
+          cache_writable: bool = False) -> dict[str, _wire.Observation]:
     """Runs the program judge on ``programs``; ``{key: derived observation}``.
 
     A program the judge could not finish (it crashed, or ran out of time or memory)
-    gets an error observation, so its check fails with that reason.
+    gets an error observation, so its check fails with that reason. ``cache`` is JAX's
+    compilation cache of the assignment (the reference's programs fill it; most
+    students' programs are the same and load from it).
     """
     if not programs:
         return {}
@@ -68,7 +71,8 @@ def judge(programs: dict[str, _wire.Record], limits) -> dict[str, _wire.Observat
     result = _sandbox.run_notebook(nb, limits=limits,
                                    collect=("derived.json", "derived.npz"),
                                    extra_files={"programs.json": raw_json,
-                                                "programs.npz": raw_npz})
+                                                "programs.npz": raw_npz},
+                                   cache=cache, cache_writable=cache_writable)
     derived: dict[str, _wire.Observation] = {}
     try:
         cell = _wire.loads(result.files["derived.json"], result.files["derived.npz"])
