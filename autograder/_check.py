@@ -122,7 +122,11 @@ def explain(kind: str, observed: _wire.Observation, expected: _wire.Observation 
         _load_explainers()
     if kind not in EXPLAINERS:
         return format_failure(f"{label}: the grader has no judgement for a {kind!r} check")
-    return EXPLAINERS[kind](observed, expected, label=label, **params)
+    try:
+        return EXPLAINERS[kind](observed, expected, label=label, **params)
+    except Exception as err:  # noqa: BLE001 - facts from a sandbox may be anything
+        return format_failure(f"{label}: the grader could not read this result "
+                              f"({type(err).__name__}: {str(err)[:200]})", section=section)
 
 
 def _load_explainers() -> None:

@@ -70,6 +70,24 @@ def test_records_that_differ_from_the_reference_fail():
     assert "ran differently" in judge_cell(ref, forged).message
 
 
+def test_labels_may_name_the_students_own_parameters():
+    ref = _ref(_rec(_tree(np.ones(2)), _tree(np.ones(2)), label="f(x=f32[2])"))
+    mine = _ref(_rec(_tree(np.ones(2)), label="f(my_input=f32[2])"))
+    assert judge_cell(ref, mine).passed
+
+
+def test_an_explainer_that_cannot_read_forged_facts_fails_with_a_message():
+    ref = _ref(_wire.Record("compiles_at_most", "step", {"max_compilations": 1},
+                            _wire.observe_facts({"count": 1})))
+    forged = _ref(_wire.Record("compiles_at_most", "step", {},
+                               _wire.observe_facts({"count": 1, "names": 5, "details": None})))
+    assert judge_cell(ref, forged).passed  # a count of 1 is read, the rest ignored
+    forged = _ref(_wire.Record("compiles_at_most", "step", {},
+                               _wire.observe_facts({"count": 3, "names": 5})))
+    verdict = judge_cell(ref, forged)
+    assert not verdict.passed and "step" in verdict.message
+
+
 def test_no_results_at_all():
     ref = _ref(_rec(_tree(np.ones(1)), _tree(np.ones(1))))
     assert "no usable result" in judge_cell(ref, None).message
