@@ -51,21 +51,21 @@ from autograder._timing import SimulatedDevice
 from autograder._timing import time_call
 from autograder._timing import Timing
 # --- 04_prng checks ---
-from autograder._random import assert_deterministic
-from autograder._random import assert_distinct_keys
-from autograder._random import assert_key_discipline
-from autograder._random import assert_keys_match
-from autograder._random import assert_no_key_reuse
-from autograder._random import assert_sample_fraction
-from autograder._random import assert_sample_mean
-from autograder._random import assert_sample_variance
-from autograder._random import assert_typed_keys
-from autograder._random import assert_uncorrelated
-from autograder._random import assert_varies_with_key
-from autograder._random import assert_wide_key_tree
-from autograder._random import collect_key_carrying_loops
-from autograder._random import collect_key_data
-from autograder._random import count_prng_ops
+from autograder._random_discipline import assert_deterministic
+from autograder._random_keys import assert_distinct_keys
+from autograder._random_discipline import assert_key_discipline
+from autograder._random_keys import assert_keys_match
+from autograder._random_discipline import assert_no_key_reuse
+from autograder._random_stats import assert_sample_fraction
+from autograder._random_stats import assert_sample_mean
+from autograder._random_stats import assert_sample_variance
+from autograder._random_keys import assert_typed_keys
+from autograder._random_stats import assert_uncorrelated
+from autograder._random_discipline import assert_varies_with_key
+from autograder._random_tree import assert_wide_key_tree
+from autograder._random_tree import collect_key_carrying_loops
+from autograder._random_keys import collect_key_data
+from autograder._random_tree import count_prng_ops
 # --- 05_control_flow checks ---
 from autograder._loops import assert_compiled_as_loop
 from autograder._loops import assert_jitted_with_static

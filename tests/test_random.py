@@ -1,4 +1,5 @@
-"""Tests for autograder._random: key discipline, statistics and the shape of key trees.
+"""Tests for the PRNG checks (autograder._random_keys, _random_discipline, _random_stats,
+_random_tree): key discipline, statistics and the shape of key trees.
 
 No expected value here is a sampled number: key checks compare keys with each other,
 statistical checks get deterministic samples (alternating signs, fixed patterns)
@@ -385,3 +386,4 @@ def test_assert_wide_key_tree_reports_functions_that_cannot_be_traced():
 
     with pytest.raises(CheckFailure, match="raised TracerArrayConversionError"):
         assert_wide_key_tree(needs_concrete, lambda n: (jax.random.key(0), n), static_argnums=(1,))
+
