@@ -243,14 +243,15 @@ def call(fn, args=(), kwargs=None):
 
 
 def run_candidate(exercise: str, index: int, source: str, test_id: str, test_source: str,
-                  namespace: dict, out: str = "candidates") -> None:
+                  namespace: dict, out: str = "candidates", kernel: bool = True) -> None:
     """Grades one candidate answer of an exercise in this kernel, both ways.
 
     For the grader's mutation and variant tools: the candidate's solution source runs
     in a copy of the notebook's namespace (twice, so the two runs share no compiled
     functions), then the exercise's test cell runs on it as the student's own kernel
     runs it (the verdict goes to ``<out>/<exercise>/<index>/kernel.json``) and as the
-    grading sandbox runs it (records, judged outside by the grader).
+    grading sandbox runs it (records, judged outside by the grader). ``kernel=False``
+    skips the first (mutants are judged by the grader only).
     """
     import json
 
@@ -262,8 +263,11 @@ def run_candidate(exercise: str, index: int, source: str, test_id: str, test_sou
         _state["mode"] = KERNEL
         scope = dict(namespace)
         try:
-            exec(compile(source, f"<candidate {exercise} {index}>", "exec"), scope)  # noqa: S102
-            exec(compile(test_source, f"<test {test_id}>", "exec"), dict(scope))  # noqa: S102
+            if kernel:
+                exec(compile(source, f"<candidate {exercise} {index}>", "exec"), scope)  # noqa: S102
+                exec(compile(test_source, f"<test {test_id}>", "exec"), dict(scope))  # noqa: S102
+            else:
+                verdict = {"passed": None, "message": "not run"}
         except CheckFailure as err:
             verdict = {"passed": False, "message": str(err)}
         except Exception as err:  # noqa: BLE001 - any error fails the test cell

@@ -30,16 +30,18 @@ class Result:
     trusted: dict  # the grader's verdict
 
 
-def _candidate_cell(gid: str, index: int, source: str, test_id: str, test_source: str) -> dict:
+def _candidate_cell(gid: str, index: int, source: str, test_id: str, test_source: str,
+                    kernel: bool) -> dict:
     return {"cell_type": "code", "execution_count": None, "outputs": [],
             "metadata": {"jaxcourse_candidate": [gid, index]},
             "source": ("from autograder._check import run_candidate as _jaxcourse_candidate\n"
                        f"_jaxcourse_candidate({gid!r}, {index}, {source!r}, {test_id!r}, "
-                       f"{test_source!r}, globals())\n")}
+                       f"{test_source!r}, globals(), kernel={kernel!r})\n")}
 
 
 def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
-                       skipped: set[tuple[str, int]] = frozenset()) -> dict:
+                       skipped: set[tuple[str, int]] = frozenset(),
+                       kernel_too: dict[str, set[int]] | None = None) -> dict:
     """The instructor's notebook with candidate cells after each solution cell."""
     nb = copy.deepcopy(source_nb)
     tests = _nb.test_sources(source_nb)
@@ -55,7 +57,9 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
             test_id = f"test_{gid}"
             for k, source in enumerate(candidates[gid]):
                 if (gid, k) not in skipped:
-                    cells.append(_candidate_cell(gid, k, source, test_id, tests[test_id]))
+                    kernel = kernel_too is None or k in kernel_too.get(gid, set())
+                    cells.append(_candidate_cell(gid, k, source, test_id, tests[test_id],
+                                                 kernel))
     for cell in cells:
         if cell.get("cell_type") == "code":
             cell["source"] = ("import autograder, autograder._check\n"
@@ -76,17 +80,19 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
 
 
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
-          reference_derived: dict, limits, *, max_runs: int = 8,
-          cache=None) -> dict[tuple[str, int], Result]:
+          reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
+          kernel_too: dict[str, set[int]] | None = None) -> dict[tuple[str, int], Result]:
     """Verdicts, kernel and trusted, on every candidate: ``{(grade_id, index): Result}``.
 
     ``reference``/``reference_derived``: the decoded reference run and its programs, as
-    the pipeline computes them (``grader.pipeline._reference``).
+    the pipeline computes them (``grader.pipeline._reference``). ``kernel_too``: the
+    candidates also judged as the student's kernel judges them (default: all); the
+    others get ``kernel = {"passed": None}``.
     """
     skipped: dict[tuple[str, int], str] = {}
     files: dict[str, bytes] = {}
     for _ in range(max_runs):
-        nb = candidate_notebook(source_nb, candidates, set(skipped))
+        nb = candidate_notebook(source_nb, candidates, set(skipped), kernel_too)
         result = _sandbox.run_notebook(nb, limits=limits, collect=_files(candidates),
                                        cache=cache)
         files.update(result.files)
@@ -129,7 +135,8 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
         trusted = (_judge.judge_cell(ref, cell, derived=derived,
                                      reference_derived=reference_derived)
                    if ref is not None else _judge.Verdict(False, "no reference"))
-        out[(gid, k)] = Result({"passed": bool(kernel.get("passed")),
+        passed = kernel.get("passed")
+        out[(gid, k)] = Result({"passed": None if passed is None else bool(passed),
                                 "message": str(kernel.get("message", ""))},
                                dataclasses.asdict(trusted))
     return out

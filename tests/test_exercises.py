@@ -49,8 +49,11 @@ def judged(request, tmp_path_factory):
                                                                         seed=gid)])
         chosen[gid] = [code for _, code, _ in entries]
         kinds[gid] = entries
+    # Variants are judged both ways; mutants by the grader only (the mutation score).
+    kernel_too = {gid: {k for k, (kind, _, _) in enumerate(entries) if kind != "mutant"}
+                  for gid, entries in kinds.items()}
     results = candidates.grade(source, chosen, reference, derived, limits,
-                               cache=cache_dir(course, module))
+                               cache=cache_dir(course, module), kernel_too=kernel_too)
     return {"module": module, "source": source, "kinds": kinds, "results": results}
 
 
@@ -77,7 +80,7 @@ def test_variants_are_judged_right_both_ways(judged):
 
 @pytest.mark.parametrize("judged", PARAMS, indirect=True)
 def test_mutation_score(judged):
-    rows, disagree = [], []
+    rows = []
     tests = _nb.test_sources(judged["source"])
     solutions = dict(mutation.iter_solution_cells(judged["source"]))
     for gid, entries in judged["kinds"].items():
@@ -91,9 +94,6 @@ def test_mutation_score(judged):
                 row.equivalent += 1
                 continue
             res = judged["results"][(gid, k)]
-            if res.kernel["passed"] != res.trusted["passed"]:
-                disagree.append(f"{gid} {m.id}: kernel {res.kernel['passed']}, "
-                                f"grader {res.trusted['passed']}: {res.trusted['message'][:300]}")
             if not res.trusted["passed"]:
                 row.killed += 1
             else:
@@ -107,4 +107,4 @@ def test_mutation_score(judged):
     (out / f"{judged['module']}.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     weak = [r for r in rows if r.score < THRESHOLD]
-    assert not weak and not disagree, "\n".join(lines + disagree)
+    assert not weak, "\n".join(lines)
