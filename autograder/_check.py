@@ -29,7 +29,7 @@ import os
 from typing import Any, Callable
 
 from autograder import _wire
-from autograder._feedback import CheckFailure, format_failure
+from autograder._feedback import CheckFailure, format_failure, without_library_frames
 from autograder._quiet import quiet, report_captured
 
 KERNEL, REFERENCE, STUDENT = "kernel", "reference", "student"
@@ -193,6 +193,11 @@ def run(check: Check, *, with_captured: bool = False) -> Any:
                 expected = _artifacts.derive_here(expected, check.params)
         message = explain(check.kind, observed, expected, check.label, check.params)
         if message:
+            if err is None or observed.not_implemented:
+                raise CheckFailure(message) from None
+            # Chained, so the traceback still shows the student's own failing line (and
+            # none of this library's frames).
+            err.__traceback__ = without_library_frames(err.__traceback__)
             raise CheckFailure(message) from err
         report_captured(captured, check.label)
         return (result, captured) if with_captured else result
