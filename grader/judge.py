@@ -74,7 +74,12 @@ def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
         observed = _artifact_facts(got.observed, derived, key)
         expected = ref.expected
         if expected is not None:
-            expected = _artifact_facts(expected, reference_derived, key)
+            expected = _artifact_facts(expected, reference_derived, f"{key}/expected")
+        elif ref.observed.kind == "artifact":
+            # A structure check: the reference's own program, run on the same inputs, is
+            # what the student's program must compute (a program of another function
+            # earns nothing).
+            expected = _artifact_facts(ref.observed, reference_derived, key)
         message = _check.explain(ref.kind, observed, expected, ref.label, ref.params)
         if message:
             return Verdict(False, message)
