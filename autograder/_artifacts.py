@@ -13,7 +13,9 @@ program of some other function earns nothing) and derives the same facts.
 Facts a program gives (``facts`` of the derived observation, one dict per program):
 ``ops`` (StableHLO op counts over every function, nested ones included), ``donated``
 (argument indices aliased to outputs), ``refused`` (ops outside the allowlist),
-``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``, and with
+``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
+``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
+``stablehlo.while``, None where the loop stops on a computed condition), and with
 ``compile=True`` the optimized HLO's ``collectives`` (classes present), ``hlo_ops``
 and ``temp_bytes`` (``memory_analysis``).
 """
@@ -107,7 +109,49 @@ def static_facts(text: str) -> dict:
     locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
     return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
-            "size": len(text)}
+            "size": len(text), "while_trips": while_trip_counts(text)}
+
+
+_FUNC = re.compile(r"(?m)^\s*func\.func ")
+_INT_CONSTANT = re.compile(r"(%[\w#]+) = stablehlo\.constant dense<(-?\d+)> : tensor<[iu]\d+>")
+_WHILE = re.compile(r"stablehlo\.while\((.*?)\) :.*?\n\s*cond \{(.*?)\n\s*\} do \{", re.S)
+_COUNTER_TEST = re.compile(r"stablehlo\.compare\s+LT, (%[\w#]+), (%[\w#]+)")
+
+
+def while_trip_counts(text: str) -> list:
+    """The trip count of each ``stablehlo.while`` in a program, None where it is not a
+    constant (a ``while_loop`` that stops on a computed condition).
+
+    A counted loop (``scan``, ``fori_loop`` with Python bounds, ``lax.map``) lowers to a
+    while whose condition is ``counter < N``, the counter starting at a constant:
+    the trip count is ``N - start``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> text = jax.jit(lambda xs: jax.lax.map(jnp.sin, xs)).lower(jnp.ones(5)).as_text()
+    >>> while_trip_counts(text)
+    [5]
+    """
+    out = []
+    for body in _FUNC.split(text)[1:]:
+        for m in _WHILE.finditer(body):
+            # SSA names are scoped by region (the cond and the body may both hold a
+            # %c_2): a name means its last definition before it is used.
+            before = body[:m.start()]
+            inits = dict(re.findall(r"(%[\w#]+) = (%[\w#]+)", m.group(1)))
+            test = _COUNTER_TEST.search(m.group(2))
+            trips = None
+            if test and test.group(1) in inits:
+                start = _constant(inits[test.group(1)], before)
+                stop = _constant(test.group(2), before + m.group(2)[:test.start()])
+                if start is not None and stop is not None:
+                    trips = stop - start
+            out.append(trips)
+    return out[:100]
+
+
+def _constant(name: str, text: str) -> int | None:
+    found = [v for n, v in _INT_CONSTANT.findall(text) if n == name]
+    return int(found[-1]) if found else None
 
 
 def _main_signature(text: str) -> str:
@@ -239,6 +283,46 @@ def programs_of(*calls) -> Programs:
         exported.append(e)
         inputs.append(flat)
     return Programs(exported, inputs)
+
+
+def program_sides(make):
+    """``(observe, expect)`` of a structure check whose programs are ``make()``.
+
+    In the reference run the instructor's programs are the expected side too, so the
+    grader runs a submission's program on the grader's inputs and compares its values
+    with the reference's (:func:`explain_program`): a program exported from some other
+    function earns nothing. Elsewhere there is no expected side: the kernel judges the
+    student's own program, and a student's sandbox never evaluates one.
+    """
+    from autograder._check import REFERENCE, mode
+
+    if mode() != REFERENCE:
+        return make, None
+    kept: list = []
+
+    def expect():
+        kept.append(make())
+        return kept[-1]
+
+    def observe():  # the reference's programs, exported once
+        return kept.pop() if kept else make()
+
+    return observe, expect
+
+
+def as_arrays(tree: Any) -> Any:
+    """Python numbers in ``tree`` as (weakly typed) arrays: jit traces them the same
+    way, so the program is unchanged, and the grader can run it on recorded inputs.
+    Only for arguments that are traced anyway (never static ones).
+
+    >>> as_arrays((1.5, "kept"))[0].weak_type
+    True
+    """
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(
+        lambda x: jnp.asarray(x) if isinstance(x, (bool, int, float)) else x, tree)
 
 
 def program_facts(obs: Any) -> list[dict]:
