@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from autograder._artifacts import (as_arrays, explain_program, export_program,
-                                   program_facts, program_sides, programs_of, static_facts)
+from autograder._artifacts import (TIE_TOLERANCE, as_arrays, explain_program,
+                                   export_program, program_facts, program_sides,
+                                   programs_of, static_facts)
 from autograder._check import Check, explainer, run
 from autograder._feedback import call_signature, format_failure
 from autograder._jaxpr import count_primitives, make_jaxpr_of
@@ -206,4 +207,4 @@ def explain_loop_program(observed, expected, *, label: str, body_op: str, trip_c
                           "lax.fori_loop copies the body once per step",
             fix=fix or "drop the `unroll` argument (the default, 1, keeps one body)",
             section=section)
-    return explain_program(observed, expected, label=label, section=section)
+    return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)

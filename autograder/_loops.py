@@ -27,7 +27,8 @@ import inspect
 import re
 from typing import Callable, Sequence
 
-from autograder._artifacts import explain_program, program_facts, program_sides, programs_of
+from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts,
+                                   program_sides, programs_of)
 from autograder._check import Check, call, explainer, run
 from autograder._compile import is_jit_function
 from autograder._feedback import call_signature, format_failure, short_dtype
@@ -245,5 +246,5 @@ def explain_static_inputs(observed, expected, *, label: str, names: list, n_dyna
             cause="jax.jit traces every argument that is not listed as static, so the "
                   "compiled program takes it as a run-time input",
             fix=f"pass static_argnames={tuple(names)!r} to jax.jit", section=section)
-    return explain_program(observed, expected, label=label, section=section)
+    return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
 

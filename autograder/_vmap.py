@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from autograder._artifacts import (as_arrays, explain_program, program_facts,
-                                  program_sides, programs_of)
+from autograder._artifacts import (TIE_TOLERANCE, as_arrays, explain_program,
+                                   program_facts, program_sides, programs_of)
 from autograder._check import Check, call, explainer, run
 from autograder._feedback import call_signature, format_failure
 from autograder._jaxpr import iter_eqns, trace_jaxpr
@@ -184,12 +184,13 @@ def explain_batched_values(observed, expected, *, label: str, rtol: float = 1e-5
 @explainer("batched_program", errors=True)
 def explain_batched_program(observed, expected, *, label: str, sizes: list,
                             allow_scan: bool = False, example_name: str = "",
+                            rtol: float = 1e-5, atol: float = 1e-6,
                             section: str | None = None, **_ignored) -> str | None:
     """No Python loop over the batch, read from the programs exported at each size."""
     if observed.kind == "error":
         return explain_vmap_error(observed, f"tracing {label}", context=_TRACED,
                                   section=section)
-    problem = explain_program(observed, expected, label=label, section=section)
+    problem = explain_program(observed, None, label=label, section=section)
     if problem:
         return problem
     facts = program_facts(observed)
@@ -226,7 +227,9 @@ def explain_batched_program(observed, expected, *, label: str, sizes: list,
             fix=f"use jax.vmap({example_name}, in_axes=...), which runs every example in "
                 "one batched operation",
             section=section)
-    return None
+    return explain_program(observed, expected, label=label, section=section,
+                           rtol=max(rtol, TIE_TOLERANCE["rtol"]),
+                           atol=max(atol, TIE_TOLERANCE["atol"]))
 
 
 def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequence], *,
@@ -304,7 +307,7 @@ def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequenc
     run(Check("batched_program", label, observe=observe, expect=expect,
               observe_as="artifact", expect_as="artifact",
               params=dict(sizes=list(sizes), allow_scan=allow_scan,
-                          example_name=example_name, section=section)))
+                          example_name=example_name, rtol=rtol, atol=atol, section=section)))
 
 
 def assert_vmap_matches_loop(example_fn: Callable, args: Sequence, *, reference: Callable,
