@@ -55,14 +55,26 @@ class Programs:
 def export_program(fn, args=(), kwargs=None):
     """``jax.export`` of ``fn`` at ``args``: ``(exported, flat array inputs)``.
 
-    A function that is not a ``jax.jit`` function is jitted first (static arguments,
-    donation and shardings of a jitted function are kept).
+    A function that is not a ``jax.jit`` function is jitted first, on the flat leaves of
+    its inputs and outputs: the same program, and one whose pytrees can be serialized
+    (``Exported.serialize`` refuses pytree nodes of other libraries, an optax state
+    among them). Static arguments, donation and shardings of a jitted function are
+    kept (its pytrees must then be serializable).
     """
     import jax
 
     kwargs = kwargs or {}
-    target = fn if _is_jit(fn) else jax.jit(fn)
-    exported = jax.export.export(target)(*args, **kwargs)
+    if _is_jit(fn):
+        exported = jax.export.export(fn)(*args, **kwargs)
+    else:
+        leaves, treedef = jax.tree.flatten((tuple(args), kwargs))
+
+        def flat(*leaves):
+            a, k = jax.tree.unflatten(treedef, leaves)
+            return jax.tree.leaves(fn(*a, **k))
+
+        flat.__name__ = getattr(fn, "__name__", "fn")
+        exported = jax.export.export(jax.jit(flat))(*leaves)
     flat = [leaf for leaf in jax.tree.leaves((args, kwargs))
             if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
     if len(flat) != len(exported.in_avals):

@@ -208,3 +208,22 @@ def test_graded_static_arguments_read_from_the_program_inputs():
     assert "_pool is a plain Python function" in verdict.message
     verdict = graded(_static, good, jax.jit(_pool, static_argnames="kind"))
     assert "fails when jax.jit traces it: TypeError" in verdict.message
+
+
+def test_programs_of_functions_whose_inputs_hold_foreign_pytree_nodes():
+    # An optax state is a NamedTuple that jax.export cannot serialize in a pytree: a
+    # plain function is exported on flat leaves (the 07_capstone epoch takes one).
+    import optax
+
+    opt = optax.adam(0.1)
+    params = {"w": jnp.ones(3)}
+
+    def epoch(params, state, xs):
+        def step(carry, x):
+            p, s = carry
+            g = jax.grad(lambda p: jnp.sum((p["w"] * x) ** 2))(p)
+            u, s = opt.update(g, s, p)
+            return (optax.apply_updates(p, u), s), jnp.sum(x)
+        return lax.scan(step, (params, state), xs)
+
+    assert_uses_primitive(epoch, (params, opt.init(params), jnp.ones((4, 3))), "scan")
