@@ -226,8 +226,10 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)
         if run:
             result = exported.call(*call_args, **call_kwargs)
-            outputs = _wire.observe_tree(jax.tree.unflatten(exported.out_tree,
-                                                            jax.tree.leaves(result)))
+            # The flat leaves: a jitted function's program returns its own pytree, a
+            # plain function's (exported on leaves) a list; the values tie the program
+            # to the graded function, the structure is judged by the value checks.
+            outputs = _wire.observe_tree(list(jax.tree.leaves(result)))
     return facts, outputs
 
 

@@ -143,7 +143,6 @@ def count_jaxpr_eqns(fn: Callable, args: Sequence = (), kwargs: dict | None = No
     return sum(1 for _ in iter_eqns(trace_jaxpr(fn, args, kwargs, section=section)))
 
 
-
 def _jitted_call(fn: Callable, args: Sequence):
     """``observe`` of a batched call: ``jax.jit(fn)(*args)`` (one compilation costs far
     less than the dozens of eager ones, and the program is exported anyway)."""

@@ -227,3 +227,18 @@ def test_programs_of_functions_whose_inputs_hold_foreign_pytree_nodes():
         return lax.scan(step, (params, state), xs)
 
     assert_uses_primitive(epoch, (params, opt.init(params), jnp.ones((4, 3))), "scan")
+
+
+def test_graded_tie_ignores_whether_the_function_was_jitted():
+    # A plain reference is exported on flat leaves, a jitted submission with its own
+    # output pytree: the programs' values are compared leaf by leaf.
+    def newton(a):
+        return lax.while_loop(lambda c: c[1] < 5, lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1),
+                              (jnp.maximum(a, 1.0), 0))
+
+    def check(fn):
+        assert_uses_primitive(fn, (jnp.float32(2.0),), "while")
+
+    jitted = jax.jit(newton)
+    assert graded(check, newton, jitted).passed
+    assert graded(check, jitted, newton).passed
