@@ -242,3 +242,18 @@ def test_graded_tie_ignores_whether_the_function_was_jitted():
     jitted = jax.jit(newton)
     assert graded(check, newton, jitted).passed
     assert graded(check, jitted, newton).passed
+
+
+@pytest.mark.parametrize("fn, args, trips", [
+    (lambda xs: lax.map(jnp.sin, xs), (jnp.ones(7),), [7]),
+    (lambda x: lax.fori_loop(2, 9, lambda i, c: jnp.sin(c), x), (1.0,), [7]),
+    (lambda xs: lax.scan(lambda c, x: (c + x, c), 0.0, xs, unroll=2)[1], (jnp.ones(8),), [4]),
+    (lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c + 1, x), (1.0,), [None]),
+    (lambda x, n: lax.fori_loop(0, n, lambda i, c: jnp.sin(c), x), (1.0, 5), [None]),
+    (lambda xs: lax.map(lambda x: lax.map(jnp.sin, x), xs), (jnp.ones((4, 6)),), [4, 6]),
+    (lambda xs: jax.vmap(jnp.sin)(xs), (jnp.ones(3),), []),
+])
+def test_while_trip_counts(fn, args, trips):
+    from autograder._while_trips import while_trip_counts
+
+    assert while_trip_counts(jax.jit(fn).lower(*args).as_text()) == trips
