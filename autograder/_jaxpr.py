@@ -17,15 +17,16 @@ Where the facts come from:
   ``jax.export`` must hold that op (``scan``/``while``: ``stablehlo.while``,
   ``cond``: ``stablehlo.case``); where only that primitive lowers to the op
   (:data:`ONLY_FROM`), a program that must avoid the primitive must not hold the op.
-  So forging the in-process record gains nothing on those primitives.
+  So forging the in-process record gains nothing on those primitives. The program's
+  values are not tied to the reference's: a check of a function's form may hold for
+  answers that compute different values (an epoch that samples its own batches).
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Callable, Iterator, Sequence
 
-from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts,
-                                   program_sides, programs_of)
+from autograder._artifacts import explain_program, program_facts, programs_of
 from autograder._check import Check, call, explain_error, explainer, run
 from autograder._feedback import call_signature, format_failure
 from autograder._numeric import call_student
@@ -121,9 +122,11 @@ def _primitive_checks(fn, args, kwargs, primitive, want, section, hint, fix) -> 
     op = (LOWERS_TO if want == "uses" else ONLY_FROM).get(primitive)
     if op is None:
         return
-    observe, expect = program_sides(lambda: programs_of((fn, args, kwargs)))
-    run(Check("program_op", label, observe=observe, expect=expect, observe_as="artifact",
-              expect_as="artifact", params=dict(teach, op=op)))
+    # No values tie to the reference's program here: a check of a function's form may
+    # hold for answers that compute different values (an epoch that samples its batches
+    # its own way).
+    run(Check("program_op", label, observe=lambda: programs_of((fn, args, kwargs)),
+              observe_as="artifact", params=dict(teach, op=op)))
 
 
 @explainer("jaxpr_primitive", errors=True)
@@ -158,7 +161,7 @@ def explain_program_op(observed, expected, *, label: str, primitive: str, want: 
                        section: str | None = None, hint: str | None = None,
                        fix: str | None = None, **_ignored) -> str | None:
     """The verdict on the StableHLO counterpart of a primitive in the exported program."""
-    problem = explain_program(observed, None, label=label, section=section)
+    problem = explain_program(observed, expected, label=label, section=section)
     if problem:
         return problem
     ops = program_facts(observed)[0].get("ops", {})
@@ -183,7 +186,7 @@ def explain_program_op(observed, expected, *, label: str, primitive: str, want: 
             f"the exported program of {label} has {n} {shown}",
             expected=f"no {shown} (only `{primitive}` lowers to it)", got=f"{n} {shown}",
             cause=hint, fix=fix, section=section)
-    return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
+    return None
 
 
 def assert_uses_primitive(fn: Callable, args: Sequence, primitive: str, *,

@@ -230,18 +230,17 @@ def test_programs_of_functions_whose_inputs_hold_foreign_pytree_nodes():
 
 
 def test_graded_tie_ignores_whether_the_function_was_jitted():
-    # A plain reference is exported on flat leaves, a jitted submission with its own
-    # output pytree: the programs' values are compared leaf by leaf.
-    def newton(a):
-        return lax.while_loop(lambda c: c[1] < 5, lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1),
-                              (jnp.maximum(a, 1.0), 0))
+    # A plain function is exported on flat leaves, a jitted one with its own output
+    # pytree: the programs' values are compared leaf by leaf.
+    def norms(xs):
+        return {"norm": jax.vmap(norm)(xs)}
 
     def check(fn):
-        assert_uses_primitive(fn, (jnp.float32(2.0),), "while")
+        assert_batched_without_loop(fn, lambda n: (jnp.arange(3.0 * n).reshape(n, 3),),
+                                    example_fn=lambda x: {"norm": norm(x)})
 
-    jitted = jax.jit(newton)
-    assert graded(check, newton, jitted).passed
-    assert graded(check, jitted, newton).passed
+    assert graded(check, norms, jax.jit(norms)).passed
+    assert graded(check, jax.jit(norms), norms).passed
 
 
 @pytest.mark.parametrize("fn, args, trips", [
@@ -257,3 +256,22 @@ def test_while_trip_counts(fn, args, trips):
     from autograder._while_trips import while_trip_counts
 
     assert while_trip_counts(jax.jit(fn).lower(*args).as_text()) == trips
+
+
+def test_graded_form_checks_accept_answers_with_other_values():
+    # Two correct epochs that sample their batches differently compute different
+    # values: a check of a function's form must pass both (07_capstone's train_epoch).
+    def epoch_choice(key, x):
+        def step(c, k):
+            return c + jnp.sum(x[jax.random.choice(k, x.shape[0], (2,), replace=False)]), c
+        return lax.scan(step, 0.0, jax.random.split(key, 4))
+
+    def epoch_permutation(key, x):
+        def step(c, k):
+            return c + jnp.sum(x[jax.random.permutation(k, x.shape[0])[:2]]), c
+        return lax.scan(step, 0.0, jax.random.split(key, 4))
+
+    def check(fn):
+        assert_uses_primitive(named(fn, "epoch"), (jax.random.key(0), jnp.arange(8.0)), "scan")
+
+    assert graded(check, epoch_choice, epoch_permutation).passed
