@@ -67,11 +67,11 @@ from autograder._random_tree import collect_key_carrying_loops
 from autograder._random_keys import collect_key_data
 from autograder._random_tree import count_prng_ops
 # --- 05_control_flow checks ---
-from autograder._loops import assert_compiled_as_loop
+from autograder._loop_facts import assert_compiled_as_loop
+from autograder._loop_facts import collect_loop_facts
+from autograder._loop_grads import assert_loop_grads_match_numeric
 from autograder._loops import assert_jitted_with_static
-from autograder._loops import assert_loop_grads_match_numeric
 from autograder._loops import assert_works_under_jit
-from autograder._loops import collect_loop_facts
 # --- 06_sharding checks ---
 from autograder._sharding import COLLECTIVES
 from autograder._sharding import assert_collective_in_hlo

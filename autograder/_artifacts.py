@@ -13,7 +13,9 @@ program of some other function earns nothing) and derives the same facts.
 Facts a program gives (``facts`` of the derived observation, one dict per program):
 ``ops`` (StableHLO op counts over every function, nested ones included), ``donated``
 (argument indices aliased to outputs), ``refused`` (ops outside the allowlist),
-``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``, and with
+``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
+``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
+``stablehlo.while``, None where the loop stops on a computed condition), and with
 ``compile=True`` the optimized HLO's ``collectives`` (classes present), ``hlo_ops``
 and ``temp_bytes`` (``memory_analysis``).
 """
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from autograder import _wire
+from autograder._while_trips import while_trip_counts
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
 # else, host callbacks included, is refused.
@@ -53,14 +56,26 @@ class Programs:
 def export_program(fn, args=(), kwargs=None):
     """``jax.export`` of ``fn`` at ``args``: ``(exported, flat array inputs)``.
 
-    A function that is not a ``jax.jit`` function is jitted first (static arguments,
-    donation and shardings of a jitted function are kept).
+    A function that is not a ``jax.jit`` function is jitted first, on the flat leaves of
+    its inputs and outputs: the same program, and one whose pytrees can be serialized
+    (``Exported.serialize`` refuses pytree nodes of other libraries, an optax state
+    among them). Static arguments, donation and shardings of a jitted function are
+    kept (its pytrees must then be serializable).
     """
     import jax
 
     kwargs = kwargs or {}
-    target = fn if _is_jit(fn) else jax.jit(fn)
-    exported = jax.export.export(target)(*args, **kwargs)
+    if _is_jit(fn):
+        exported = jax.export.export(fn)(*args, **kwargs)
+    else:
+        leaves, treedef = jax.tree.flatten((tuple(args), kwargs))
+
+        def flat(*leaves):
+            a, k = jax.tree.unflatten(treedef, leaves)
+            return jax.tree.leaves(fn(*a, **k))
+
+        flat.__name__ = getattr(fn, "__name__", "fn")
+        exported = jax.export.export(jax.jit(flat))(*leaves)
     flat = [leaf for leaf in jax.tree.leaves((args, kwargs))
             if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
     if len(flat) != len(exported.in_avals):
@@ -107,7 +122,7 @@ def static_facts(text: str) -> dict:
     locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
     return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
-            "size": len(text)}
+            "size": len(text), "while_trips": while_trip_counts(text)}
 
 
 def _main_signature(text: str) -> str:
@@ -170,8 +185,10 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)
         if run:
             result = exported.call(*call_args, **call_kwargs)
-            outputs = _wire.observe_tree(jax.tree.unflatten(exported.out_tree,
-                                                            jax.tree.leaves(result)))
+            # The flat leaves: a jitted function's program returns its own pytree, a
+            # plain function's (exported on leaves) a list; the values tie the program
+            # to the graded function, the structure is judged by the value checks.
+            outputs = _wire.observe_tree(list(jax.tree.leaves(result)))
     return facts, outputs
 
 
@@ -239,6 +256,53 @@ def programs_of(*calls) -> Programs:
         exported.append(e)
         inputs.append(flat)
     return Programs(exported, inputs)
+
+
+# How close a submission's program must come to the reference's on the grader's
+# inputs. This only ties the program to the function that was graded (the values are
+# judged by the value checks, with the exercise's tolerances), so it is loose enough
+# for another correct formulation's float32 rounding over many loop steps.
+TIE_TOLERANCE = {"rtol": 1e-3, "atol": 1e-4}
+
+
+def program_sides(make):
+    """``(observe, expect)`` of a structure check whose programs are ``make()``.
+
+    In the reference run the instructor's programs are the expected side too, so the
+    grader runs a submission's program on the grader's inputs and compares its values
+    with the reference's (:func:`explain_program`): a program exported from some other
+    function earns nothing. Elsewhere there is no expected side: the kernel judges the
+    student's own program, and a student's sandbox never evaluates one.
+    """
+    from autograder._check import REFERENCE, mode
+
+    if mode() != REFERENCE:
+        return make, None
+    kept: list = []
+
+    def expect():
+        kept.append(make())
+        return kept[-1]
+
+    def observe():  # the reference's programs, exported once
+        return kept.pop() if kept else make()
+
+    return observe, expect
+
+
+def as_arrays(tree: Any) -> Any:
+    """Python numbers in ``tree`` as (weakly typed) arrays: jit traces them the same
+    way, so the program is unchanged, and the grader can run it on recorded inputs.
+    Only for arguments that are traced anyway (never static ones).
+
+    >>> as_arrays((1.5, "kept"))[0].weak_type
+    True
+    """
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(
+        lambda x: jnp.asarray(x) if isinstance(x, (bool, int, float)) else x, tree)
 
 
 def program_facts(obs: Any) -> list[dict]:

@@ -34,6 +34,9 @@ from autograder._quiet import quiet, report_captured
 
 KERNEL, REFERENCE, STUDENT = "kernel", "reference", "student"
 EXPLAINERS: dict[str, Callable[..., str | None]] = {}
+# Kinds whose explainer is also asked about an error the student's code raised (it
+# knows what the error means for this check; None falls back to explain_error).
+EXPLAINS_ERRORS: set[str] = set()
 
 _state = {"mode": KERNEL, "out": "probe", "records": None, "test_id": None}
 
@@ -62,14 +65,21 @@ def configure(role: str, out: str = "probe", text_limit: int | None = None,
         _wire.MAX_TEXT = int(text_limit)
 
 
-def explainer(kind: str):
-    """Registers ``explain(observed, expected, *, label, **params)`` for a check kind."""
+def explainer(kind: str, *, errors: bool = False):
+    """Registers ``explain(observed, expected, *, label, **params)`` for a check kind.
+
+    With ``errors=True`` it is also called when the student's code raised (``observed``
+    is then an ``"error"`` observation): it may return a message that says what that
+    error means for this check, or None for the generic one (:func:`explain_error`).
+    """
     def register(fn):
         old = EXPLAINERS.get(kind)
         # The same function imported twice (doctest collection) is fine; two are not.
         if old is not None and old.__qualname__ != fn.__qualname__:
             raise ValueError(f"two explainers for check kind {kind!r}")
         EXPLAINERS[kind] = fn
+        if errors:
+            EXPLAINS_ERRORS.add(kind)
         return fn
     return register
 
@@ -116,10 +126,14 @@ def explain(kind: str, observed: _wire.Observation, expected: _wire.Observation 
             label: str, params: dict) -> str | None:
     """The verdict on one record: a teaching message, or None when it passes."""
     section = params.get("section")
-    if observed.kind == "error":
-        return explain_error(label, observed, section=section, fix=params.get("error_fix"))
     if kind not in EXPLAINERS:
         _load_explainers()
+    if observed.kind == "error":
+        if kind in EXPLAINS_ERRORS:
+            message = EXPLAINERS[kind](observed, expected, label=label, **params)
+            if message:
+                return message
+        return explain_error(label, observed, section=section, fix=params.get("error_fix"))
     if kind not in EXPLAINERS:
         return format_failure(f"{label}: the grader has no judgement for a {kind!r} check")
     try:

@@ -1,114 +1,39 @@
 """Batching checks: the result matches a Python loop, and no Python loop was used.
 
-A Python loop over a batch unrolls when JAX traces it: the jaxpr holds one copy of
-the per-example body for every example, so its equation count grows with the batch
-size. ``jax.vmap`` traces the body once, whatever the batch size. That is the proof
-used here: trace the student's function at two batch sizes and compare equation
-counts (never timings, which depend on the machine). Values are compared with a
-trusted Python loop over a single-example reference, which may use plain Python
-control flow because it runs on concrete numbers.
+A Python loop over a batch unrolls when JAX traces it: the program holds one copy of
+the per-example body for every example, so it grows with the batch size. ``jax.vmap``
+traces the body once, whatever the batch size. That is the proof used here: the
+student's function is exported (``jax.export``) at two batch sizes and the operation
+counts of the two programs are compared (never timings, which depend on the machine).
+Values are compared with a trusted Python loop over a single-example reference, which
+may use plain Python control flow because it runs on concrete numbers.
+
+Where the facts come from:
+
+- values: the student's batched result (a pytree), judged against the loop of the
+  reference (the expected side, never computed next to student code when grading);
+- "no Python loop over the batch": facts of the exported programs, derived outside
+  the student's process: the operation count at each batch size (it must not grow by
+  one or more per extra example) and the trip count of every ``stablehlo.while`` (a
+  loop that runs once per example is ``lax.map`` or ``scan`` over the batch).
+
+No fact about the compiled code is taken from the student's process. (``count_jaxpr_eqns``
+counts a jaxpr's equations for the lesson; it no longer grades.)
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from autograder._feedback import CheckFailure, call_signature, format_failure, fail
+from autograder._artifacts import (TIE_TOLERANCE, as_arrays, explain_program,
+                                   program_facts, program_sides, programs_of)
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import call_signature, format_failure
 from autograder._jaxpr import iter_eqns, trace_jaxpr
-from autograder._numeric import (RUNGS, assert_tree_matches, call_student,
-                                 collect_tree_mismatches)
-from autograder._quiet import report_captured
-
-# What to say when a traced value reaches Python. Checked most specific first:
-# TracerBoolConversionError and TracerIntegerConversionError subclass
-# ConcretizationTypeError.
-_TRACER_ADVICE = (
-    ("TracerBoolConversionError",
-     "a Python `if`, `while`, `and`/`or` or `bool()` on a value computed from a batched "
-     "input: under vmap (and jit) that value is a tracer standing for every example at "
-     "once, so Python cannot pick one branch",
-     "compute both branches and choose per element with jnp.where(condition, a, b) "
-     "(or lax.cond / lax.select)"),
-    ("TracerIntegerConversionError",
-     "a traced value used as a Python int (a list index, range(), a shape)",
-     "index arrays with jnp operations (x[i], jnp.take) and keep sizes static"),
-    ("TracerArrayConversionError",
-     "a NumPy function (np.*) or np.asarray applied to a traced value: NumPy needs "
-     "concrete numbers, which do not exist while JAX traces",
-     "use jax.numpy (jnp.*) inside the function"),
-    ("ConcretizationTypeError",
-     "a traced value converted to a concrete Python number (float(), int(), .item()) "
-     "while JAX traces the function",
-     "stay with jnp operations on arrays; drop the conversion"),
-)
-
-
-# vmap's own errors about in_axes, recognized by their text (unknown text falls back
-# to the generic message, so a reworded error only loses the advice).
-_IN_AXES_ADVICE = (
-    ("vmap got inconsistent sizes",
-     "in_axes maps arguments whose mapped axes differ in size: often an argument that "
-     "every example shares (weights, a table, a hyperparameter) was mapped instead of "
-     "broadcast",
-     "give None in in_axes for every argument, or pytree leaf, that all examples share"),
-    ("vmap was requested to map its argument",
-     "in_axes maps an argument (or pytree leaf) that has no such axis, such as a scalar "
-     "parameter or a Python float: in_axes=0 maps every argument",
-     "use a tuple with one entry per argument, and None for arguments that all examples "
-     "share"),
-)
-
-
-def _tracer_advice(err: BaseException | None) -> tuple[str, str] | None:
-    if err is None:
-        return None
-    names = {cls.__name__ for cls in type(err).__mro__}
-    for name, cause, fix in _TRACER_ADVICE:
-        if name in names:
-            return cause, fix
-    if isinstance(err, ValueError):
-        for text, cause, fix in _IN_AXES_ADVICE:
-            if text in str(err):
-                return cause, fix
-    return None
-
-
-def _call_explained(fn: Callable, args: Sequence, *, label: str, section: str | None,
-                    context: str = ""):
-    """``call_student`` whose tracer errors explain the Python control flow behind them."""
-    __tracebackhide__ = True
-    try:
-        return call_student(fn, args, name=label, section=section)
-    except CheckFailure as failure:
-        err = failure.__cause__
-        advice = _tracer_advice(err)
-        if advice is None:
-            raise
-        cause, fix = advice
-        if isinstance(err, ValueError):
-            context = ""  # an in_axes mistake, not a tracing problem
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise CheckFailure(format_failure(
-            f"{label} raised {type(err).__name__}" + (f": {first}" if first else ""),
-            cause=cause + context, fix=fix, section=section), rung="type") from err
-
+from autograder._numeric import RUNGS, collect_tree_mismatches, explain_tree
+from autograder._trace_errors import explain_vmap_error
 
 _TRACED = (" (the check traces your function, as jit and vmap do, so it must work on "
            "tracers, not only on concrete arrays)")
-
-
-def _jit_or_same(fn: Callable) -> Callable:
-    import functools
-
-    import jax
-
-    if not callable(fn):
-        return fn  # call_student reports it
-
-    @functools.wraps(fn)
-    def compiled(*args):
-        return jax.jit(fn)(*args)
-
-    return compiled
 
 
 def _per_arg_axes(in_axes: Any, nargs: int) -> tuple:
@@ -218,13 +143,19 @@ def count_jaxpr_eqns(fn: Callable, args: Sequence = (), kwargs: dict | None = No
     return sum(1 for _ in iter_eqns(trace_jaxpr(fn, args, kwargs, section=section)))
 
 
-def _batch_scans(jaxpr, n: int) -> int:
-    return sum(1 for e in iter_eqns(jaxpr)
-               if e.primitive.name == "scan" and e.params.get("length") == n)
+def _jitted_call(fn: Callable, args: Sequence):
+    """``observe`` of a batched call: ``jax.jit(fn)(*args)`` (one compilation costs far
+    less than the dozens of eager ones, and the program is exported anyway)."""
+    import jax
+
+    if not callable(fn):
+        return call(fn)
+    return call(jax.jit(fn), args)
 
 
-def _pick_hint(hint: str | dict | None, got: Any, expected: Any, rtol: float,
+def _pick_hint(hint: str | dict | None, got, expected, rtol: float,
                atol: float) -> str | None:
+    """``hint``, or for a dict ``{rung: text}`` the text of the rung that fails."""
     if not isinstance(hint, dict):
         return hint
     found = collect_tree_mismatches(got, expected, rtol=rtol, atol=atol)
@@ -232,6 +163,72 @@ def _pick_hint(hint: str | dict | None, got: Any, expected: Any, rtol: float,
         return None
     rung = min((m[1] for m in found), key=RUNGS.index)
     return hint.get(rung)
+
+
+@explainer("batched_values", errors=True)
+def explain_batched_values(observed, expected, *, label: str, rtol: float = 1e-5,
+                           atol: float = 1e-6, hint: str | dict | None = None,
+                           fix: str | None = None, section: str | None = None,
+                           context: str = "", **_ignored) -> str | None:
+    """The value ladder against the loop of the reference; tracing errors explained."""
+    if observed.kind == "error":
+        return explain_vmap_error(observed, label, context=context, section=section)
+    if expected is None:
+        return format_failure(f"{label}: the grader has no expected value", section=section)
+    return explain_tree(observed, expected, label=label, rtol=rtol, atol=atol,
+                        section=section, hint=_pick_hint(hint, observed, expected, rtol, atol),
+                        fix=fix)
+
+
+@explainer("batched_program", errors=True)
+def explain_batched_program(observed, expected, *, label: str, sizes: list,
+                            allow_scan: bool = False, example_name: str = "",
+                            rtol: float = 1e-5, atol: float = 1e-6,
+                            section: str | None = None, **_ignored) -> str | None:
+    """No Python loop over the batch, read from the programs exported at each size."""
+    if observed.kind == "error":
+        return explain_vmap_error(observed, f"tracing {label}", context=_TRACED,
+                                  section=section)
+    problem = explain_program(observed, None, label=label, section=section)
+    if problem:
+        return problem
+    facts = program_facts(observed)
+    if len(facts) != len(sizes):
+        return format_failure(f"the grader got {len(facts)} programs of {label} for "
+                              f"{len(sizes)} batch sizes", section=section)
+    counts = [sum(int(v) for v in f.get("ops", {}).values()) for f in facts]
+    extra = sizes[-1] - sizes[0]
+    growth = counts[-1] - counts[0]
+    if growth >= extra:
+        got = ", ".join(f"{c} operations at batch {n}" if i == 0 else f"{c} at batch {n}"
+                        for i, (n, c) in enumerate(zip(sizes, counts)))
+        per = growth / extra
+        per_text = f"{per:g}" if per != int(per) else str(int(per))
+        return format_failure(
+            f"{label} repeats the per-example work once per example",
+            expected="the same number of operations in the exported program at every "
+                     "batch size (vmap traces the body once)",
+            got=f"{got} (+{per_text} per extra example)",
+            cause="a Python loop (for, a list comprehension, map) over the batch: JAX "
+                  "traces the body once per example and unrolls it",
+            fix=f"replace the loop with jax.vmap({example_name}, in_axes=...) so the "
+                "body is traced once for the whole batch",
+            section=section)
+    per_example = [n in f.get("while_trips", []) for n, f in zip(sizes, facts)]
+    if not allow_scan and all(per_example):
+        return format_failure(
+            f"{label} runs the examples one at a time in a loop",
+            expected="one batched computation for all examples",
+            got=f"a `stablehlo.while` that runs once per example ({sizes[-1]} steps at "
+                f"batch {sizes[-1]}): a `scan` whose length is the batch size",
+            cause="lax.map, lax.scan or fori_loop over the batch: correct values, but a "
+                  "sequential loop, one example per step",
+            fix=f"use jax.vmap({example_name}, in_axes=...), which runs every example in "
+                "one batched operation",
+            section=section)
+    return explain_program(observed, expected, label=label, section=section,
+                           rtol=max(rtol, TIE_TOLERANCE["rtol"]),
+                           atol=max(atol, TIE_TOLERANCE["atol"]))
 
 
 def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequence], *,
@@ -247,10 +244,10 @@ def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequenc
 
     The ladder: ``fn(*make_args(sizes[-1]))`` must equal a Python loop of
     ``example_fn`` over the examples (type, shape, dtype, finite, values); then the
-    structure: ``fn`` is traced at every size in ``sizes``, and if its jaxpr gains at
-    least one equation per extra example, the per-example body was repeated, i.e. a
-    Python loop unrolled. A ``scan`` whose length is the batch size (``lax.map``,
-    ``fori_loop``) is reported too, unless ``allow_scan``.
+    structure: ``fn`` is exported at every size in ``sizes``, and if its program gains
+    at least one operation per extra example, the per-example body was repeated, i.e.
+    a Python loop unrolled. A loop that runs once per example (``lax.map``,
+    ``fori_loop`` or ``scan`` over the batch) is reported too, unless ``allow_scan``.
 
     Args:
       fn: the student's batched function.
@@ -282,8 +279,8 @@ def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequenc
     Traceback (most recent call last):
     ...
     autograder._feedback.CheckFailure: norms(xs=f32[7,2]) repeats the per-example work once per example
-      expected: the same number of jaxpr equations at every batch size (vmap traces the body once)
-      got:      11 equations at batch 3, 23 at batch 7 (+3 per extra example)
+      expected: the same number of operations in the exported program at every batch size (vmap traces the body once)
+      got:      ... operations at batch 3, ... at batch 7 (+... per extra example)
       likely cause: a Python loop (for, a list comprehension, map) over the batch: JAX traces the body once per example and unrolls it
       fix: replace the loop with jax.vmap(norm, in_axes=...) so the body is traced once for the whole batch
     """
@@ -291,64 +288,25 @@ def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequenc
     sizes = tuple(sizes)
     if len(sizes) < 2 or list(sizes) != sorted(set(sizes)):
         raise ValueError("sizes must hold at least two increasing batch sizes")
-    args = tuple(make_args(sizes[-1]))
-    # The reference runs first, on its own copy of the inputs.
-    expected = collect_loop_outputs(example_fn, args, in_axes=in_axes, out_axes=out_axes,
-                                    jit=True)
+    inputs = [tuple(make_args(n)) for n in sizes]
+    args = inputs[-1]
     label = name or call_signature(fn, args)
-    # Run the student's function compiled: one compilation costs far less than the
-    # dozens of eager ones, and the structure rung traces it anyway.
-    jitted = _jit_or_same(fn)
-    got, captured = _call_explained(jitted, args, label=label, section=section,
-                                    context=_TRACED)
-    assert_tree_matches(got, expected, name=label, rtol=rtol, atol=atol, section=section,
-                        hint=_pick_hint(hint, got, expected, rtol, atol), fix=fix)
-
-    counts, scans = [], []
-    for n in sizes:
-        sized = tuple(make_args(n))
-
-        def make(*a):
-            import jax
-            return jax.make_jaxpr(fn)(*a)
-
-        make.__name__ = f"jax.make_jaxpr({getattr(fn, '__name__', 'fn')})"
-        jaxpr, _ = _call_explained(make, sized, label=f"tracing {call_signature(fn, sized)}",
-                                   section=section, context=_TRACED)
-        counts.append(sum(1 for _ in iter_eqns(jaxpr)))
-        scans.append(_batch_scans(jaxpr, n))
-
     if example_name is None:
         example_name = getattr(example_fn, "__name__", "").lstrip("_")
         if not example_name or example_name == "<lambda>":
             example_name = "the per-example function"
-    extra = sizes[-1] - sizes[0]
-    growth = counts[-1] - counts[0]
-    if growth >= extra:
-        got_text = ", ".join(f"{c} equations at batch {n}" if i == 0 else f"{c} at batch {n}"
-                             for i, (n, c) in enumerate(zip(sizes, counts)))
-        per = growth / extra
-        per_text = f"{per:g}" if per != int(per) else str(int(per))
-        fail(f"{label} repeats the per-example work once per example", rung="structure",
-             expected="the same number of jaxpr equations at every batch size "
-                      "(vmap traces the body once)",
-             got=f"{got_text} (+{per_text} per extra example)",
-             cause="a Python loop (for, a list comprehension, map) over the batch: JAX "
-                   "traces the body once per example and unrolls it",
-             fix=f"replace the loop with jax.vmap({example_name}, in_axes=...) so the "
-                 "body is traced once for the whole batch",
-             section=section)
-    if not allow_scan and all(scans):
-        fail(f"{label} runs the examples one at a time in a `scan`", rung="structure",
-             expected="one batched computation for all examples",
-             got=f"a `scan` whose length is the batch size ({sizes[-1]} at batch "
-                 f"{sizes[-1]})",
-             cause="lax.map, lax.scan or fori_loop over the batch: correct values, but a "
-                   "sequential loop, one example per step",
-             fix=f"use jax.vmap({example_name}, in_axes=...), which runs every example in "
-                 "one batched operation",
-             section=section)
-    report_captured(captured, label)
+    # The reference runs first (expect), on its own copy of the inputs.
+    run(Check("batched_values", label, observe=lambda: _jitted_call(fn, args),
+              expect=lambda: collect_loop_outputs(example_fn, args, in_axes=in_axes,
+                                                  out_axes=out_axes, jit=True),
+              params=dict(rtol=rtol, atol=atol, hint=hint, fix=fix, section=section,
+                          context=_TRACED)))
+    observe, expect = program_sides(
+        lambda: programs_of(*[(fn, as_arrays(a), None) for a in inputs]))
+    run(Check("batched_program", label, observe=observe, expect=expect,
+              observe_as="artifact", expect_as="artifact",
+              params=dict(sizes=list(sizes), allow_scan=allow_scan,
+                          example_name=example_name, rtol=rtol, atol=atol, section=section)))
 
 
 def assert_vmap_matches_loop(example_fn: Callable, args: Sequence, *, reference: Callable,
@@ -388,16 +346,16 @@ def assert_vmap_matches_loop(example_fn: Callable, args: Sequence, *, reference:
     import jax
 
     args = tuple(args)
-    expected = collect_loop_outputs(reference, args, in_axes=in_axes, out_axes=out_axes)
     fname = getattr(example_fn, "__name__", "fn")
     axes_text = f"in_axes={in_axes!r}" + (f", out_axes={out_axes!r}" if out_axes != 0 else "")
-    try:
-        batched = jax.vmap(example_fn, in_axes=in_axes, out_axes=out_axes)
-    except Exception:  # noqa: BLE001 - e.g. a non-callable: call_student explains
-        batched = example_fn
-    params = call_signature(example_fn, args)
-    label = f"jax.vmap({fname}, {axes_text}){params[len(fname):]}"
-    got, captured = _call_explained(batched, args, label=label, section=section)
-    assert_tree_matches(got, expected, name=label, rtol=rtol, atol=atol, section=section,
-                        hint=_pick_hint(hint, got, expected, rtol, atol), fix=fix)
-    report_captured(captured, label)
+    label = f"jax.vmap({fname}, {axes_text}){call_signature(example_fn, args)[len(fname):]}"
+
+    def observe():
+        if not callable(example_fn):
+            return call(example_fn)
+        return call(jax.vmap(example_fn, in_axes=in_axes, out_axes=out_axes), args)
+
+    run(Check("batched_values", label, observe=observe,
+              expect=lambda: collect_loop_outputs(reference, args, in_axes=in_axes,
+                                                  out_axes=out_axes),
+              params=dict(rtol=rtol, atol=atol, hint=hint, fix=fix, section=section)))

@@ -41,7 +41,6 @@ def test_works_under_jit_explains_python_if_on_a_traced_scalar():
     assert "a Python `if`, `while`" in msg
     assert "lax.cond / lax.switch" in msg
     assert "reread: section 1.2 If on a tracer" in msg
-    assert err.value.rung == "type"
     # The student's own error is chained, so the traceback shows their line.
     assert isinstance(err.value.__cause__, jax.errors.TracerBoolConversionError)
 
@@ -248,7 +247,6 @@ def test_compiled_as_loop_rejects_a_python_loop():
     assert "`sin` appears 30 times in the jaxpr, about once per step" in msg
     assert "lax.fori_loop or lax.scan" in msg
     assert "reread: section 3.1 Python loops unroll" in msg
-    assert err.value.rung == "structure"
 
 
 def test_compiled_as_loop_rejects_a_library_call_without_loop():
@@ -267,7 +265,9 @@ def test_compiled_as_loop_rejects_full_unrolling_in_stablehlo():
     msg = str(err.value)
     assert "is unrolled when lowered to StableHLO" in msg
     assert "at most 15 `tanh`" in msg
-    assert "0 `stablehlo.while`, 30 copies of `tanh` for 30 steps" in msg
+    # The exported program drops the last step's tanh: it only feeds the final carry,
+    # which cumsum_scan does not return.
+    assert "0 `stablehlo.while`, 29 copies of `tanh` for 30 steps" in msg
     assert "`unroll=True`" in msg
 
 
@@ -331,7 +331,6 @@ def test_loop_grads_explain_while_loop():
     assert "lax.scan or lax.fori_loop with Python int bounds" in msg
     assert "forward mode (jax.jvp, jax.jacfwd)" in msg
     assert "reread: section 3.3" in msg
-    assert err.value.rung == "gradients"
 
 
 def test_loop_grads_catch_a_gradient_cut_inside_the_loop():
