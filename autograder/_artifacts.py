@@ -221,8 +221,12 @@ def derive(obs: _wire.Observation, params: dict) -> _wire.Observation:
 
 
 def derive_here(obs: _wire.Observation, params: dict) -> _wire.Observation:
-    """In the student's kernel: the same facts, derived in this process."""
-    return derive(obs, params)
+    """In the student's kernel: the same facts, derived in this process (quietly: a
+    warning while compiling must not reach stderr in a graded cell)."""
+    from autograder._quiet import quiet
+
+    with quiet():
+        return derive(obs, params)
 
 
 def judge_main(job: str = ".") -> None:

@@ -130,7 +130,10 @@ def explain(kind: str, observed: _wire.Observation, expected: _wire.Observation 
         _load_explainers()
     if observed.kind == "error":
         if kind in EXPLAINS_ERRORS:
-            message = EXPLAINERS[kind](observed, expected, label=label, **params)
+            try:
+                message = EXPLAINERS[kind](observed, expected, label=label, **params)
+            except Exception:  # noqa: BLE001 - fall back to the generic message
+                message = None
             if message:
                 return message
         return explain_error(label, observed, section=section, fix=params.get("error_fix"))

@@ -131,8 +131,9 @@ def graded(check, reference, submission):
         trusted = _wire.Observation("artifact", artifacts=rec.observed.artifacts,
                                     inputs=ref_rec.observed.inputs)
         derived[key] = _artifacts.derive(trusted, ref_rec.params)
-    ref_derived = {key: _artifacts.derive(rec.observed, rec.params)
-                   for key, rec in artifacts_of(ref).items()}
+    ref_derived = {key: _artifacts.derive(rec.expected if key.endswith("/expected")
+                                          else rec.observed, rec.params)
+                   for key, rec in artifacts_of(ref, expected=True).items()}
     return judge_cell(ref, student, derived=derived, reference_derived=ref_derived)
 
 
