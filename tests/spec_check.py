@@ -30,7 +30,9 @@ def check(assignment: str, *, all_wrong: bool = False, quick: bool = False,
 
     source = json.loads((ROOT / "source" / assignment / f"{assignment}.ipynb").read_text())
     spec = _trusted.load_spec(assignment)
-    limits = _sandbox.Limits(cell_timeout=120, notebook_timeout=600)
+    # The course's own notebooks and variants: trusted, so they also run (unsandboxed)
+    # where bubblewrap is missing; where it works, they run in the sandbox as always.
+    limits = _sandbox.Limits(cell_timeout=120, notebook_timeout=600, allow_unsandboxed=True)
     start = time.monotonic()
     reference = _runner.reference_results(source, spec, limits)
     show(f"reference: {time.monotonic() - start:.1f} s")
