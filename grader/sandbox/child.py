@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 EXIT_OK, EXIT_TIMEOUT, EXIT_DIED, EXIT_FAILED, EXIT_FLOOD, EXIT_MEMORY = 0, 3, 4, 5, 6, 7
 
@@ -67,7 +68,7 @@ def main() -> int:
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            log(event="start", cell=index)
+            log(event="start", cell=index, t=time.time())
             try:
                 client.execute_cell(cell, index)
             except CellTimeoutError:
