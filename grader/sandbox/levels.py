@@ -121,7 +121,7 @@ def require(limits: Limits, workers: int = 1) -> list[str]:
     if level.limits == "watchdog":
         lines.append(f"note: no cgroup is available to this user, so a watchdog holds the "
                      f"limits (sampled every {limits.watchdog_interval * 1000:.0f} ms; see "
-                     f"'Isolation levels' in {README}).")
+                     f"'Isolation' in {README}).")
     available, _ = watchdog.host_available_mb()
     if workers * limits.memory_mb > available:
         lines.append(f"WARNING: {workers} workers x {limits.memory_mb} MiB is more than the "
