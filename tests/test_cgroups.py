@@ -312,3 +312,17 @@ def test_orphans_of_a_dead_grader_are_swept(tmp_path):
     finally:
         worker.kill()
         jobs.shutil.rmtree(mine, ignore_errors=True)
+
+
+def test_a_zombie_owner_is_dead(tmp_path):
+    """A killed grader whose parent died too stays a zombie until init reaps it."""
+    job = jobs.create()
+    try:
+        child = subprocess.Popen(["true"])
+        time.sleep(0.2)  # exited, not reaped: a zombie with its pid and start time
+        (job / ".owner").write_text(f"{child.pid} {jobs.start_time(child.pid)}")
+        assert jobs.owner_alive(job) is False
+        assert str(job) in jobs.clean_orphans([])
+        child.wait()
+    finally:
+        jobs.shutil.rmtree(job, ignore_errors=True)

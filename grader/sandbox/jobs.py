@@ -43,11 +43,18 @@ def create() -> Path:
 
 
 def owner_alive(job: Path) -> bool | None:
-    """Whether the process that made ``job`` still runs (None: no readable record)."""
+    """Whether the process that made ``job`` still runs (None: no readable record).
+
+    A killed owner whose parent died too is a zombie until init reaps it, which can
+    take long (this project's VM): same pid, same start time, but dead.
+    """
     try:
         pid, start = (job / ".owner").read_text().split()
-        return start_time(int(pid)) == int(start)
-    except (OSError, ValueError):
+        stat = Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()
+        return stat[0] not in "ZX" and int(stat[19]) == int(start)
+    except FileNotFoundError:
+        return False if (job / ".owner").exists() else None
+    except (OSError, ValueError, IndexError):
         return None
 
 
