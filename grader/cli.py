@@ -1,28 +1,60 @@
 """Command line: ``python -m autograder COMMAND``.
 
   release [--check] A...     generate release/ from source/ (or check it is current)
-  grade A [--workers N] [--scheduler ADDR] [--force]
+  grade A [--workers N] [--scheduler ADDR] [--force] [--allow-unsandboxed]
                              sandboxed, trusted grading of submitted/*/A
   export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
   submission A --student S   build a submission from the release notebook
-  demo [--dir demo]          the instructor's whole job on a sample class
+  demo [--dir demo] [--allow-unsandboxed]
+                             the instructor's whole job on a sample class
   mutants A [--exercise ID] [--limit N]
                              mutation score of each exercise's checks (survivors shown)
   bench [A...] [--parts student grading scale] [--size 24]
                              student run time; plain nbgrader vs pipeline; scale
+
+Grading needs bubblewrap (the package bubblewrap) and stops with one line without
+it. --allow-unsandboxed grades anyway where it is missing: only for notebooks you
+trust (they can read and change whatever your user can).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+ALLOW_HELP = ("where bubblewrap is missing or cannot run, grade without a sandbox: only for "
+              "notebooks you trust (they can read and change whatever your user can)")
 
 
 def _assignments(root: Path) -> list[str]:
     return sorted(p.name for p in (root / "source").glob("[0-9][0-9]_*") if p.is_dir())
 
 
+def _own_bin_first() -> None:
+    """Puts this interpreter's bin/ first on PATH, for the commands nbgrader runs by name.
+
+    nbgrader runs ``alembic`` when it creates a gradebook, in this process too: from a
+    shell where the venv is not activated that was a FileNotFoundError.
+    """
+    own = str(Path(sys.executable).parent)  # not resolved: the venv's bin, not pyenv's
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[:1] != [own]:
+        os.environ["PATH"] = own + (os.pathsep + path if path else "")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from grader.sandbox import SandboxUnavailable
+
+    _own_bin_first()
+    try:
+        return _main(argv)
+    except SandboxUnavailable as err:  # one line, no traceback: what to install, or waive
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -55,9 +87,11 @@ def main(argv: list[str] | None = None) -> int:
                             help="address of a Dask scheduler (tcp://host:8786) to run on")
         parser.add_argument("--force", action="store_true",
                             help="grade again what the ledger says is done")
+        parser.add_argument("--allow-unsandboxed", action="store_true", help=ALLOW_HELP)
         args = parser.parse_args(rest)
         outcomes = grade_assignment(root, args.assignment, workers=args.workers,
-                                    scheduler=args.scheduler, force=args.force)
+                                    scheduler=args.scheduler, force=args.force,
+                                    allow_unsandboxed=args.allow_unsandboxed)
         return 0 if outcomes is not None else 1
     if command == "export":
         from grader.course import run_nbgrader
@@ -74,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
 
         parser.add_argument("--dir", default="demo")
         parser.add_argument("--assignments", nargs="*", default=None)
+        parser.add_argument("--allow-unsandboxed", action="store_true", help=ALLOW_HELP)
         args = parser.parse_args(rest)
-        return run_demo(args.dir, args.assignments or _assignments(root))
+        return run_demo(args.dir, args.assignments or _assignments(root),
+                        allow_unsandboxed=args.allow_unsandboxed)
     if command == "bench":
         from grader.tools.bench import main as bench_main
 

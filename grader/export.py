@@ -2,7 +2,9 @@
 
 ``nbgrader export --exporter=grader.export.StatusCsvExport`` writes the columns
 of nbgrader's own CSV export plus ``status`` (graded, needs_attention, missing) and
-``reason``. A submission that needs attention and could not be graded (malformed,
+``reason``, and from the grading ledger ``isolation`` (the sandbox and limits it ran
+under), ``peak_memory_mb`` and ``stopped_by`` (the limit that stopped it, with the
+numbers). A submission that needs attention and could not be graded (malformed,
 a grader failure) has an empty score, not 0; one that was graded but needs a look
 (a cell that hung or crashed, tampering suspected) keeps its score beside the reason.
 """
@@ -19,7 +21,7 @@ from grader.pipeline import read_ledger
 
 COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
            "email", "raw_score", "late_submission_penalty", "score", "max_score",
-           "status", "reason"]
+           "status", "reason", "isolation", "peak_memory_mb", "stopped_by"]
 
 
 class StatusCsvExport(ExportPlugin):
@@ -48,6 +50,11 @@ class StatusCsvExport(ExportPlugin):
                     row.update(last_name=student.last_name or "",
                                first_name=student.first_name or "", email=student.email or "")
                 entry = ledger.get(sid)
+                if entry:
+                    peak = entry.get("peak_memory_mb")
+                    row.update(isolation=entry.get("isolation", ""),
+                               peak_memory_mb=f"{peak:.0f}" if peak else "",
+                               stopped_by=entry.get("stopped_by", ""))
                 if entry and entry["status"] != "graded" and entry.get("score") is None:
                     row.update(status="needs_attention", reason=entry["reason"])
                     rows.append(row)

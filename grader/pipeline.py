@@ -64,6 +64,7 @@ class Outcome:
     peak_memory_mb: float | None = None
     isolation: str = ""
     seed: int | None = None  # the grader's seed of drawn inputs (c.Grading.seed)
+    stopped_by: str = ""  # the limit that stopped a run, with its numbers (grader.sandbox.Stop)
 
 
 # ---------------------------------------------------------------- ledger
@@ -507,9 +508,9 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
     incidents = [i for b in result["bundles"].values() for i in b["incidents"]]
     iso = {b["isolation"] for b in result["bundles"].values()}
     peak = max((b["peak_memory_mb"] or 0 for b in result["bundles"].values()), default=0) or None
-    reason, detail = "", ""
+    reason, detail, stopped_by = "", "", ""
     if incidents:
-        reason = incidents[0]["reason"]
+        reason, stopped_by = incidents[0]["reason"], incidents[0]["detail"]
         detail = "; ".join(f"{i['reason']} in cell {i['cell']}" for i in incidents)[:500]
     elif result["held"]:
         reason = "held_for_review"
@@ -517,18 +518,20 @@ def _judged_outcome(student: str, result: dict, fp: str) -> Outcome:
     seeds = {b.get("seed") for b in result["bundles"].values()}
     return Outcome(student, "attention" if reason else "graded", reason, detail,
                    seconds=result["seconds"], fingerprint=fp, phase="judged",
-                   peak_memory_mb=peak, isolation="+".join(sorted(iso)),
+                   peak_memory_mb=peak, isolation="+".join(sorted(iso)), stopped_by=stopped_by,
                    seed=seeds.pop() if len(seeds) == 1 else None)
 
 
 def grade_assignment(course: Path, assignment: str, *, workers: int | None = None,
                      scheduler: str | None = None, students: list[str] | None = None,
                      force: bool = False, show: bool = True, limits=None,
-                     cfg=None) -> dict[str, Outcome]:
+                     cfg=None, allow_unsandboxed: bool = False) -> dict[str, Outcome]:
     """Grades every submission of an assignment; returns ``{student: Outcome}``.
 
     ``cfg`` (a :class:`grader.config.Grading`) defaults to the course's
-    nbgrader_config.py; ``limits`` and ``workers`` override it.
+    nbgrader_config.py; ``limits`` and ``workers`` override it. Raises
+    ``grader.sandbox.SandboxUnavailable`` (one line) where there is no sandbox, unless
+    ``allow_unsandboxed`` (for notebooks you trust).
     """
     from rich.console import Console
     from rich.progress import Progress
@@ -541,12 +544,14 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
     workers = workers or cfg.workers or os.cpu_count() or 1
     console = Console()
     started = time.monotonic()
+    if allow_unsandboxed:
+        limits = dataclasses.replace(limits, allow_unsandboxed=True)
+    # Stops here, before anything runs, where there is no sandbox and none was waived.
+    for line in _sandbox.require(limits, 1 if scheduler else workers):
+        if show:
+            console.print(line, style="bold red" if line.startswith("WARNING") else "yellow",
+                          markup=False, soft_wrap=True)
     level = _sandbox.isolation()
-    if show and level != "bubblewrap+cgroup":
-        console.print(f"[bold red]WARNING: submissions run WITHOUT full isolation ({level}). "
-                      "Install bubblewrap (Debian: apt-get install bubblewrap) and run as a "
-                      "user who may create cgroups; the wall clock and output caps still apply."
-                      "[/bold red]")
     ensure_in_gradebook(course, assignment)
     _sandbox.clean_orphans()
     shutil.rmtree(grading_dir(course, assignment) / "staged", ignore_errors=True)
@@ -653,16 +658,19 @@ def print_summary(console, assignment: str, outcomes: dict[str, Outcome], second
     from rich.table import Table
 
     table = Table(title=f"{assignment}: {len(outcomes)} submission(s) in {seconds:.1f} s")
-    for col in ("student", "score", "status", "reason"):
+    for col in ("student", "score", "status", "reason", "peak MiB"):
         table.add_column(col)
     for s in sorted(outcomes):
         o = outcomes[s]
         score = f"{o.score:g} / {o.max_score:g}" if o.score is not None else "-"
-        table.add_row(s, score, o.status, f"{o.reason}: {o.detail}" if o.reason else "")
+        peak = f"{o.peak_memory_mb:.0f}" if o.peak_memory_mb else "-"
+        table.add_row(s, score, o.status, f"{o.reason}: {o.detail}" if o.reason else "", peak)
     console.print(table)
     attention = [o for o in outcomes.values() if o.status != "graded"]
     graded = len(outcomes) - len(attention)
     console.print(f"graded: {graded}   needs attention: {len(attention)}   "
                   f"already done: {resumed}   time: {seconds:.1f} s   isolation: {isolation}")
     for o in sorted(attention, key=lambda o: o.student):
-        console.print(f"  NEEDS ATTENTION {o.student}: {o.reason} ({REASONS.get(o.reason, '')})")
+        stopped = f": {o.stopped_by}" if o.stopped_by else ""
+        console.print(f"  NEEDS ATTENTION {o.student}: {o.reason} ({REASONS.get(o.reason, '')})"
+                      f"{stopped}", markup=False, soft_wrap=True)

@@ -25,3 +25,52 @@ def modules() -> list[str]:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+# ---------------------------------------------------------------- system packages
+# A fresh clone needs only python3.12 and make. Tests that need a system package
+# skip with one line naming it ("needs PACKAGE: what to do"), and the run ends with
+# how many were skipped for each (CI installs all three and runs everything).
+SYSTEM_PACKAGES = {"bubblewrap": "the grading sandbox", "postgresql": "a PostgreSQL gradebook",
+                   "chromium": "the browser tests"}
+
+
+def missing_sandbox() -> str | None:
+    """The skip reason of a test that needs a working bubblewrap; None when it works."""
+    from grader.sandbox import bwrap
+
+    path, problem = bwrap.probe()
+    return None if path else f"needs bubblewrap: {problem}"
+
+
+def _skipped_for_packages(reports) -> dict[str, int]:
+    counts = dict.fromkeys(SYSTEM_PACKAGES, 0)
+    for report in reports:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        for package in SYSTEM_PACKAGES:
+            if f"needs {package}:" in reason:
+                counts[package] += 1
+    return {p: n for p, n in counts.items() if n}
+
+
+def pytest_terminal_summary(terminalreporter):
+    counts = _skipped_for_packages(terminalreporter.stats.get("skipped", []))
+    if counts:
+        total = sum(counts.values())
+        each = ", ".join(f"{p} ({SYSTEM_PACKAGES[p]}): {n}" for p, n in counts.items())
+        terminalreporter.write_line(
+            f"{total} test(s) skipped for missing system packages: {each}. "
+            f"Install them to run everything: apt-get install {' '.join(counts)}")
+        if os.environ.get("CI") == "true":
+            terminalreporter.write_line("CI=true: .ci/run installs them, so this run fails.")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """On CI (CI=true), which installs all three, a test skipped for one fails the run:
+    a green CI must not hide a missing install step."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if os.environ.get("CI") != "true" or reporter is None or hasattr(session.config, "workerinput"):
+        return
+    if _skipped_for_packages(reporter.stats.get("skipped", [])):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -31,7 +31,9 @@ def check(assignment: str, *, all_wrong: bool = False, show=print) -> list[str]:
 
     source = json.loads((ROOT / "source" / assignment / f"{assignment}.ipynb").read_text())
     tests = _nb.test_ids(source)
-    limits = _sandbox.Limits(cell_timeout=120, notebook_timeout=600)
+    # The course's own notebooks and variants: trusted, so they also run (unsandboxed)
+    # where bubblewrap is missing; where it works, they run in the sandbox as always.
+    limits = _sandbox.Limits(cell_timeout=120, notebook_timeout=600, allow_unsandboxed=True)
     start = time.monotonic()
     result = _runner.reference_results(source, limits)
     reference = _runner.decode_all(result["files"], tests)

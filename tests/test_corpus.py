@@ -27,7 +27,11 @@ import grader
 from tests.corpus import assignment
 from tests.corpus.cases import ADD, BLANK, CASES, HALVE, NORM2, mutate
 
-pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("corpus")]
+from tests.conftest import missing_sandbox
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("corpus"),
+              # Escapes and bombs: only meaningful in the sandbox.
+              pytest.mark.skipif(missing_sandbox() is not None, reason=str(missing_sandbox()))]
 
 LIMITS = _sandbox.Limits(cell_timeout=10, notebook_timeout=120, memory_mb=1024)
 HONEST = ["honest_full", "honest_blank", "honest_partial", "honest_warning", "honest_float64",
@@ -109,12 +113,13 @@ def _leftovers(marker: str) -> list[str]:
                     found.append(f"process {proc.name}")
             except OSError:
                 pass
+    from grader.sandbox import jobs, levels
+
     tag = marker.replace(".", "")
-    for controller in ("memory", "pids"):
-        base = Path("/sys/fs/cgroup") / controller / "jaxcourse"
+    for base in levels.cgroup_parents():
         if base.is_dir():
             found += [f"cgroup {p}" for p in base.glob(f"jaxcourse-job-{tag}-*")]
-    found += [f"job folder {p}" for p in Path("/dev/shm").glob(f"jaxcourse-job-{tag}-*")]
+    found += [f"job folder {p}" for p in jobs.base().glob(f"jaxcourse-job-{tag}-*")]
     return found
 
 
@@ -164,6 +169,28 @@ def test_nothing_left_behind(corpus):
     for path in (course / marker, course / "autograded" / marker, Path("/tmp") / marker,
                  Path("/root") / marker):
         assert not path.exists(), path
+
+
+def test_bombs_report_the_limit_that_stopped_them(corpus, tmp_path):
+    """The memory and disk bombs: stopped at the limit, the number in the ledger and CSV."""
+    import csv
+
+    course, outcomes, _, _ = corpus
+    level = _sandbox.isolation()
+    for name in ("bomb_memory", "bomb_disk"):
+        o = outcomes[name]
+        assert o.isolation == level, o
+        if o.reason == "out_of_memory":
+            assert f"memory limit of {LIMITS.memory_mb} MiB" in o.stopped_by, o
+        # A cgroup stops at the limit exactly; the watchdog within one sample of it.
+        assert o.peak_memory_mb is not None and o.peak_memory_mb <= LIMITS.memory_mb * 1.1, o
+    run_nbgrader(["export", "--exporter=grader.export.StatusCsvExport",
+                  f"--StatusCsvExport.course_root={course}", "--to", str(tmp_path / "g.csv")],
+                 cwd=course)
+    rows = {r["student_id"]: r for r in csv.DictReader(open(tmp_path / "g.csv"))}
+    row = rows["bomb_memory"]
+    assert row["isolation"] == level and row["stopped_by"] == outcomes["bomb_memory"].stopped_by
+    assert float(row["peak_memory_mb"]) > 0 and row["status"] == "needs_attention"
 
 
 def test_honest_scores_equal_plain_nbgrader(corpus, tmp_path):

@@ -5,13 +5,18 @@ import csv
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader.course import generate_release, make_scratch_course
 from grader.pipeline import preflight
-from tests.conftest import REPO
+from tests.conftest import REPO, missing_sandbox
+
+# The demo's and the fresh clone's notebooks are the course's own: where bubblewrap is
+# missing they are graded without it, as an instructor would with --allow-unsandboxed.
+UNSANDBOXED = ["--allow-unsandboxed"] if missing_sandbox() else []
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +62,8 @@ def test_demo_grades_the_sample_class(tmp_path):
     """`python -m autograder demo`: full, partial, blank and malformed, nothing silent."""
     out = tmp_path / "demo"
     proc = subprocess.run([sys.executable, "-m", "autograder", "demo", "--dir", str(out),
-                           "--assignments", "01_grad"], cwd=REPO, capture_output=True,
-                          text=True, timeout=1500)
+                           "--assignments", "01_grad", *UNSANDBOXED], cwd=REPO,
+                          capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = {r["student_id"]: r for r in csv.DictReader(open(out / "grades.csv"))}
     max_score = float(rows["ada"]["max_score"])
@@ -127,8 +132,16 @@ def test_grade_and_export_from_a_fresh_clone_layout(tmp_path):
                           "--student", "kim", "--fill", "source"], cwd=course,
                          capture_output=True, text=True)
     assert sub.returncode == 0, sub.stderr
-    graded = subprocess.run([sys.executable, "-m", "autograder", "grade", "01_grad"],
-                            cwd=course, capture_output=True, text=True, timeout=900)
+    # From a shell where the venv is not activated: the command puts its own bin/
+    # first on PATH for nbgrader's `alembic` (it used to end in FileNotFoundError).
+    import os
+
+    own_bin = str(Path(sys.executable).parent)
+    bare = {**os.environ, "PATH": os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if p and p != own_bin)}
+    graded = subprocess.run([sys.executable, "-m", "autograder", "grade", "01_grad",
+                             *UNSANDBOXED], cwd=course, capture_output=True, text=True,
+                            timeout=900, env=bare)
     assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
     assert "graded: 1   needs attention: 0" in graded.stdout, graded.stdout[-2000:]
     assert (course / "release/01_grad/01_grad.ipynb").read_text() == before
@@ -138,3 +151,46 @@ def test_grade_and_export_from_a_fresh_clone_layout(tmp_path):
     (row,) = list(csv.DictReader(open(course / "g.csv")))
     assert row["student_id"] == "kim" and row["status"] == "graded"
     assert float(row["score"]) == float(row["max_score"]) > 0
+
+
+# ---------------------------------------------------------------- no sandbox, no grading
+
+def _bin_with(tmp_path, scripts: dict[str, str]):
+    """A PATH of one folder holding only these scripts (no bwrap unless given)."""
+    import os
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name, text in scripts.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return {**os.environ, "PATH": str(folder)}
+
+
+def _refused(proc, *words):
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+    assert lines[0].startswith("error: no grading sandbox: ") and "--allow-unsandboxed" in lines[0]
+    assert "root" not in lines[0] and "sudo" not in lines[0], lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_grade_refuses_without_bubblewrap(tmp_path):
+    """One line that names the package; nothing graded, no gradebook made."""
+    env = _bin_with(tmp_path, {})
+    for command in (["grade", "01_grad"], ["demo", "--dir", str(tmp_path / "demo")]):
+        proc = subprocess.run([sys.executable, "-m", "autograder", *command], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, env=env)
+        _refused(proc, "install the package bubblewrap")
+    assert not (tmp_path / "demo").exists() and not (tmp_path / "gradebook.db").exists()
+
+
+def test_grade_refuses_where_user_namespaces_are_refused(tmp_path):
+    """As in a container: bwrap installed but refused a namespace; the line says where to read."""
+    fake = ("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because "
+            "the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n")
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "01_grad"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=_bin_with(tmp_path, {"bwrap": fake}))
+    _refused(proc, "cannot create user namespaces", "Grading inside a container")

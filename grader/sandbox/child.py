@@ -1,6 +1,6 @@
 """Runs inside the sandbox: executes one notebook with nbclient, cell by cell.
 
-Started as a script (``python _sandbox_child.py JOB_DIR CELL_TIMEOUT OUTPUT_BYTES``),
+Started as a script (``python child.py JOB_DIR CELL_TIMEOUT OUTPUT_BYTES``),
 not as ``-m autograder...``, so that it never imports the autograder package or JAX
 itself. It reads ``JOB_DIR/in.ipynb`` and writes ``JOB_DIR/out.ipynb`` plus a
 progress log ``JOB_DIR/progress.jsonl`` (one line per cell started and finished), so
@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
-EXIT_OK, EXIT_TIMEOUT, EXIT_DIED, EXIT_FAILED, EXIT_FLOOD = 0, 3, 4, 5, 6
+EXIT_OK, EXIT_TIMEOUT, EXIT_DIED, EXIT_FAILED, EXIT_FLOOD, EXIT_MEMORY = 0, 3, 4, 5, 6, 7
 
 
 def main() -> int:
@@ -67,7 +68,7 @@ def main() -> int:
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            log(event="start", cell=index)
+            log(event="start", cell=index, t=time.time())
             try:
                 client.execute_cell(cell, index)
             except CellTimeoutError:
@@ -81,6 +82,13 @@ def main() -> int:
             except Exception as err:  # noqa: BLE001 - reported, the grader decides
                 log(event="failed", cell=index, error=repr(err)[:500])
                 code = EXIT_FAILED
+                break
+            if any(o.get("output_type") == "error" and o.get("ename") == "MemoryError"
+                   for o in cell.get("outputs", [])):
+                # An allocation refused (the address-space limit, or more than the
+                # machine has): reported as out of memory, like a cgroup's kill.
+                log(event="memory_error", cell=index)
+                code = EXIT_MEMORY
                 break
             log(event="done", cell=index)
         nbformat.write(nb, os.path.join(job, "out.ipynb"))

@@ -47,7 +47,11 @@ def build_class(course: Path, assignment: str) -> None:
                 out.write_text(text[: len(text) // 2])
 
 
-def run_demo(directory: str, assignments: list[str]) -> int:
+def run_demo(directory: str, assignments: list[str], *, allow_unsandboxed: bool = False) -> int:
+    from grader import sandbox
+
+    # Refuse before building anything where there is no sandbox (one line, see the CLI).
+    sandbox.require(sandbox.Limits(allow_unsandboxed=allow_unsandboxed))
     course = Path(directory).resolve()
     if course.exists():
         shutil.rmtree(course)
@@ -60,7 +64,7 @@ def run_demo(directory: str, assignments: list[str]) -> int:
         print(f"{name}: released; sample class built: "
               + ", ".join(f"{s} ({k})" for s, k in CLASS.items()))
     for name in assignments:
-        grade_assignment(course, name)
+        grade_assignment(course, name, allow_unsandboxed=allow_unsandboxed)
         run_nbgrader(["generate_feedback", name, "--force"], cwd=course)
     run_nbgrader(["export", "--exporter=grader.export.StatusCsvExport",
                   f"--StatusCsvExport.course_root={course}", "--to", str(course / "grades.csv")],

@@ -1,0 +1,262 @@
+"""The fallback for a user with no cgroup: a watchdog over the sandbox's process tree,
+plus the resource limits (rlimits) that JAX survives.
+
+Every ``Limits.watchdog_interval`` (20 ms) a thread in the grader walks the run's
+process tree (``/proc/PID/task/TID/children``, so a sample reads only the sandbox's
+own processes; psutil where that file is missing) and adds up
+- resident memory: ``RssAnon + RssShmem`` of every process (shared pages counted
+  in each process that maps them: it errs towards stopping early),
+- the job folder's size (every file a submission can write is in it, on a
+  memory-backed filesystem; see bwrap.py), plus 1 KiB per entry for the inodes,
+- tasks: the threads of every process.
+Over the memory or task limit, or when the machine's available memory falls below
+a floor (5 % of RAM, 256 MiB to 2 GiB), it kills the whole tree with SIGKILL. In a
+bubblewrap sandbox, killing the PID namespace's first process ends every process in
+it; unsandboxed, the runner is a child subreaper, so orphans stay in its tree.
+
+The rlimits set on the sandbox's first process (inherited by all):
+- ``RLIMIT_AS`` at the memory limit plus ``AS_MARGIN_MB``: one allocation far over
+  the limit (10 GiB, 30 GiB) fails at once with MemoryError instead of racing the
+  sampler. JAX reserves far more address space than it uses (2.0-2.3 GB of virtual
+  memory for 0.4-0.6 GB resident on every course notebook, 2 cores, 8 simulated
+  devices), and segfaulted under 512 MiB-1 GiB caps: see README for the margin;
+- ``RLIMIT_NPROC``: the tasks this user has now plus the task limit (the count is
+  per user, and the grader's own processes are in it; root ignores it);
+- ``RLIMIT_FSIZE`` at the memory limit and ``RLIMIT_CORE`` at 0 (every level).
+"""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import threading
+import time
+from pathlib import Path
+
+from grader.sandbox.limits import Limits, Stop
+
+AS_MARGIN_MB = 4096
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_HAS_CHILDREN_FILE = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists()
+
+
+def host_available_mb() -> tuple[float, float]:
+    """(MemAvailable, MemTotal) of this machine in MiB."""
+    values = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("MemAvailable", "MemTotal"):
+                    values[key] = int(rest.split()[0]) / 1024
+    except OSError:
+        pass
+    return values.get("MemAvailable", float("inf")), values.get("MemTotal", 0.0)
+
+
+def host_floor_mb() -> float:
+    """Below this much available memory the watchdog stops its sandbox."""
+    return min(2048.0, max(256.0, 0.05 * host_available_mb()[1]))
+
+
+def _lowered(res: int, value: int) -> tuple[int, tuple[int, int]]:
+    """``value`` as soft and hard limit, never above the hard limit in force (raising fails)."""
+    hard = resource.getrlimit(res)[1]
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    return res, (value, value)
+
+
+def common_rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
+    """The rlimits every level sets: no core dumps, no file larger than the memory limit."""
+    return [_lowered(resource.RLIMIT_CORE, 0),
+            _lowered(resource.RLIMIT_FSIZE, limits.memory_mb << 20)]
+
+
+def _user_tasks(uid: int) -> int:
+    import psutil
+
+    count = 0
+    for proc in psutil.process_iter(["uids", "num_threads"]):
+        info = proc.info
+        if info.get("uids") is not None and info["uids"].real == uid:
+            count += info.get("num_threads") or 1
+    return count
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and every process below it (children of every thread)."""
+    if not _HAS_CHILDREN_FILE:
+        import psutil
+
+        try:
+            return [root] + [p.pid for p in psutil.Process(root).children(recursive=True)]
+        except psutil.Error:
+            return [root]
+    found, i = [root], 0
+    while i < len(found):
+        pid = found[i]
+        i += 1
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    found.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def _status(pid: int) -> tuple[int, int]:
+    """(resident anonymous + shmem bytes, threads) of one process; (0, 0) when gone."""
+    rss = threads = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    rss += int(line.split()[1]) << 10
+                elif line.startswith("Threads:"):
+                    threads = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return rss, threads
+
+
+def _identity(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks) of a process; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return rest[0], int(rest[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def folder_bytes(path: Path) -> int:
+    """Bytes a folder holds in memory-backed files, plus 1 KiB per entry (the inodes)."""
+    total, stack = 0, [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512 + 1024
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            pass
+    return total
+
+
+class Watchdog:
+    """Samples one run's process tree and job folder; kills the tree over a limit."""
+
+    name = "watchdog"
+
+    def __init__(self, job_name: str, limits: Limits):
+        self.limits = limits
+        self.floor_mb = host_floor_mb()
+        self.peak: float | None = None  # MiB, the largest sample
+        self.samples, self.sampling_s = 0, 0.0
+        self.stopped: Stop | None = None
+        self.stopped_at: float | None = None  # time.monotonic() of the kill
+        self._root: int | None = None
+        self._seen: dict[int, int] = {}  # pid -> start time, of every process sampled
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rlimits = []  # beyond common_rlimits, which the runner sets at every level
+        self.address_space_mb = limits.memory_mb + AS_MARGIN_MB
+        self._rlimits.append(_lowered(resource.RLIMIT_AS, self.address_space_mb << 20))
+        if os.geteuid() != 0:
+            nproc = _user_tasks(os.getuid()) + limits.task_limit()
+            self._rlimits.append(_lowered(resource.RLIMIT_NPROC, nproc))
+
+    def wrap(self, command: list[str]) -> list[str]:
+        return command
+
+    def preexec(self) -> None:
+        """In the child, before exec: only async-signal-safe work (no imports, no locks)."""
+        for res, value in self._rlimits:
+            resource.setrlimit(res, value)
+
+    def started(self, pid: int, job: Path) -> None:
+        self._root, self._job = pid, job
+        self._thread = threading.Thread(target=self._watch, name="jaxcourse-watchdog",
+                                        daemon=True)
+        self._thread.start()
+
+    def sample(self) -> tuple[float, int, list[int]]:
+        """(memory in MiB, tasks, pids) of the run now."""
+        pids = tree(self._root)
+        rss = tasks = 0
+        for pid in pids:
+            r, t = _status(pid)
+            rss += r
+            tasks += t
+        return (rss + folder_bytes(self._job)) / 2**20, tasks, pids
+
+    def _watch(self) -> None:
+        interval = self.limits.watchdog_interval
+        while not self._done.wait(interval):
+            t0 = time.perf_counter()
+            memory, tasks, pids = self.sample()
+            for pid in pids:  # remembered: an orphan may leave the tree before the kill
+                if pid not in self._seen:
+                    ident = _identity(pid)
+                    if ident is not None:
+                        self._seen[pid] = ident[1]
+            self.samples += 1
+            self.peak = max(self.peak or 0.0, memory)
+            stop = None
+            if memory > self.limits.memory_mb:
+                stop = Stop("memory", self.limits.memory_mb, memory, self.name)
+            elif tasks > self.limits.task_limit():
+                stop = Stop("tasks", self.limits.task_limit(), tasks, self.name)
+            elif host_available_mb()[0] < self.floor_mb:
+                stop = Stop("host", self.floor_mb, memory, self.name)
+            self.sampling_s += time.perf_counter() - t0
+            if stop is not None:
+                self.stopped = stop
+                self.kill_all()
+                self.stopped_at = time.monotonic()
+                return
+
+    def kill_all(self) -> None:
+        if self._root is None:
+            return
+        for _ in range(200):
+            targets = {pid: None for pid in tree(self._root)}
+            targets.update(self._seen)
+            alive = 0
+            for pid, start in targets.items():
+                now = _identity(pid)
+                # Gone, a zombie, or the pid now names another process: leave it.
+                if now is None or now[0] in "ZX" or (start is not None and now[1] != start):
+                    continue
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    alive += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if not alive:
+                return
+            time.sleep(0.01)
+
+    def stop(self) -> Stop | None:
+        self._done.set()
+        return self.stopped
+
+    def peak_mb(self) -> float | None:
+        return self.peak
+
+    def remove(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.kill_all()
