@@ -77,7 +77,9 @@ def run(course: Path, assignment: str, *, exercise: str | None = None, limit: in
     from grader.pipeline import _notebook_names, _reference, cache_dir
 
     cfg = config.settings(course)
-    limits = cfg.limits()
+    # The instructor's own solution and its mutants: trusted, so they run wherever
+    # grading could (sandboxed where bubblewrap works).
+    limits = dataclasses.replace(cfg.limits(), allow_unsandboxed=True)
     rows = []
     for name in _notebook_names(course, assignment):
         source = json.loads((Path(course) / "source" / assignment / name).read_text())
