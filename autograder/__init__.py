@@ -84,14 +84,14 @@ from autograder._placement import assert_shard_shapes
 from autograder._placement import assert_sharded_as
 from autograder._placement import collect_slice_devices
 # --- 07_capstone checks ---
-from autograder._training import assert_epoch_samples_fresh_batches
-from autograder._training import assert_keeps_shapes_and_dtypes
-from autograder._training import assert_loss_falls_below
-from autograder._training import assert_state_changes
-from autograder._training import assert_step_is_data_parallel
-from autograder._training import assert_train_step_compiles_once
-from autograder._training import collect_epoch_batches
-from autograder._training import collect_step_placement
-from autograder._training import collect_training_run
+from autograder._data_parallel import assert_step_is_data_parallel
+from autograder._data_parallel import collect_step_placement
+from autograder._epoch import assert_epoch_samples_fresh_batches
+from autograder._epoch import collect_epoch_batches
+from autograder._train_step import assert_keeps_shapes_and_dtypes
+from autograder._train_step import assert_loss_falls_below
+from autograder._train_step import assert_state_changes
+from autograder._train_step import assert_train_step_compiles_once
+from autograder._train_step import collect_training_run
 
 __all__ = [name for name in dir() if not name.startswith("_")]
