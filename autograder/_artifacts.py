@@ -67,6 +67,10 @@ def export_program(fn, args=(), kwargs=None):
     """
     import jax
 
+    from autograder._check import NotAFunction
+
+    if not callable(fn):
+        raise NotAFunction(type(fn).__name__ if fn is not None else "None")
     kwargs = kwargs or {}
     target = fn if _is_jit(fn) else jax.jit(fn)
     exported = jax.export.export(target)(*args, **kwargs)

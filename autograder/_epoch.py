@@ -7,9 +7,12 @@ its example, its optimizer state counts the steps. So what is checked is the stu
 loop, not an optimizer's numbers. The probe's final state is a value the student's
 function returned, observed as plain data (``rows``, ``count``, ``mismatched``, the
 losses' shape) where it ran; the verdict (:func:`explain_epoch_fresh_batches`) is a
-pure function of that data. Which batches a loop draws is a fact of running it with
-given keys, not of its program's structure, so it is observed as a value, like any
-other result.
+pure function of that data.
+
+In-process facts, both checks (:func:`collect_epoch_batches`,
+:func:`assert_epoch_samples_fresh_batches`): which batches a loop draws is a fact of
+running it with given keys, not of its program's structure, so it is observed as a
+value, like any other result.
 """
 from __future__ import annotations
 
@@ -87,11 +90,15 @@ def _probe_epoch(train_epoch: Callable, *, n: int, batch_size: int, steps: int) 
 
     x, y = _probe_data(n)
     params, opt_state = _probe_state(steps, batch_size)
-    epoch = jax.jit(functools.partial(train_epoch, _probe_step, batch_size=batch_size,
-                                      steps=steps))
+    jitted: list = []
 
     def collect(key) -> dict:
-        out = call(epoch, (params, opt_state, key, x, y))
+        if not jitted:  # here, not before: a name that is not a function is an observation
+            if not callable(train_epoch):
+                call(train_epoch)  # raises NotAFunction
+            jitted.append(jax.jit(functools.partial(train_epoch, _probe_step,
+                                                    batch_size=batch_size, steps=steps)))
+        out = call(jitted[0], (params, opt_state, key, x, y))
         if not isinstance(out, (tuple, list)) or len(out) != 3:
             return {"problem": "structure", "described": describe_value(out)}
         p, s, losses = out

@@ -377,6 +377,12 @@ def test_epoch_check_not_implemented():
     assert "train_epoch is not implemented yet" in _epoch_failure(train_epoch)
 
 
+def test_epoch_check_not_a_function():
+    # Jitting the probe epoch happens inside the check: a missing function is feedback.
+    with pytest.raises(CheckFailure, match="train_epoch is not a function"):
+        assert_epoch_samples_fresh_batches(None, jax.random.key(0), n=8, batch_size=2, steps=2)
+
+
 # --- data-parallel placement ---------------------------------------------------------
 
 needs_devices = pytest.mark.skipif(len(jax.devices()) < 2, reason="needs several devices")
