@@ -18,9 +18,13 @@ Both structure checks read exported programs, never the student's process:
 
 When grading, both programs also run on the grader's inputs and must give the
 reference program's values, so a program exported from another function earns
-nothing. :func:`assert_collective_set` compares a set the student's function returned
-with the reference's; :func:`collect_collectives` and
-:func:`collect_shard_map_primitives` are helpers that return facts.
+nothing.
+
+In-process facts: :func:`assert_collective_set` compares a set the student's function
+returned (a value, like any result) with the reference's. :func:`collect_collectives`
+(a pure function of HLO text) and :func:`collect_shard_map_primitives` (a jaxpr walk,
+for lessons and tests) are helpers that return facts; no graded check relies on them
+in the student's process.
 """
 from __future__ import annotations
 

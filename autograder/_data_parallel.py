@@ -6,9 +6,13 @@ each array it received (which device holds which slice: index ranges and device 
 :func:`autograder._placement.sharding_facts`) is observed as plain data where the step
 ran; the expected placement (the batch split over the mesh's first axis, one slice
 per device) comes from the reference side, and the verdict
-(:func:`explain_data_parallel`) is a pure function of both. Placement is a property of
-the live arrays the student's code passed on, not of a compiled program, so it is
-observed as a value.
+(:func:`explain_data_parallel`) is a pure function of both.
+
+In-process facts, both checks (:func:`collect_step_placement`,
+:func:`assert_step_is_data_parallel`): placement is a property of the live arrays the
+student's code passed on, not of a compiled program, so it is observed as a value.
+:func:`collect_step_placement` returns the probe's record with its live shardings, for
+lessons and tests; the check itself records only plain data.
 """
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ mesh or set of devices names the ones asked for.
 
 Both checks observe a value the student's code returned (a mesh, a set of device
 ids) as plain data in the process that ran it, and judge it with a pure function of
-that data (``explain_*``), so the student's kernel and the grader give one verdict:
+that data (``explain_*``), so the student's kernel and the grader give one verdict.
+Both are in-process facts, because what they judge is a live Python object the
+student returned, not compiled code:
 
 - :func:`assert_mesh`: the mesh's axis names, sizes, axis types and device ids.
 - :func:`assert_device_set`: the device ids named; the expected ids come from the

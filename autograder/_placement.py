@@ -9,8 +9,9 @@ each dimension (:func:`collect_placement`). The verdict and the message are a pu
 function of that data and of the same data for the expected sharding on the same
 shape, which the reference side computes (:func:`explain_sharded_as`).
 
-These stay observations of a value: the array itself is what the student returned,
-and where it lives is a property of that live array, not of a compiled program.
+In-process facts, both checks (:func:`assert_sharded_as`, :func:`assert_shard_shapes`):
+the array is what the student returned, and where it lives is a property of that live
+array (its buffers on devices), not of a compiled program.
 """
 from __future__ import annotations
 
