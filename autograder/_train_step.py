@@ -58,6 +58,14 @@ class TrainingRun:
     first_opt_state: Any
 
 
+def _scalar(loss) -> float | None:
+    """A loss as a float, or None when it is not one number (shape ())."""
+    try:
+        return float(loss) if np.shape(loss) == () else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _run_steps(train_step: Callable, params, opt_state, batches: Sequence, keep: dict) -> dict:
     """Runs the steps, threading the state; facts about the run (``keep["run"]`` gets
     the :class:`TrainingRun` when every step returned a usable result)."""
@@ -71,13 +79,11 @@ def _run_steps(train_step: Callable, params, opt_state, batches: Sequence, keep:
             return dict(facts, problem="structure", step=i, described=describe_value(out),
                         losses=losses)
         params, opt_state, loss = out
-        try:
-            if np.shape(loss) != ():
-                raise TypeError
-            losses.append(float(loss))
-        except (TypeError, ValueError):
+        value = _scalar(loss)
+        if value is None:
             return dict(facts, problem="loss", step=i, described=describe_value(loss),
                         losses=losses)
+        losses.append(value)
         if i == 0:
             first_state = opt_state
     keep["run"] = TrainingRun(losses, params, opt_state, first_state)
