@@ -73,27 +73,27 @@ from autograder._loop_grads import assert_loop_grads_match_numeric
 from autograder._loops import assert_jitted_with_static
 from autograder._loops import assert_works_under_jit
 # --- 06_sharding checks ---
-from autograder._sharding import COLLECTIVES
-from autograder._sharding import assert_collective_in_hlo
-from autograder._sharding import assert_collective_set
-from autograder._sharding import assert_device_set
-from autograder._sharding import assert_mesh
-from autograder._sharding import assert_shard_map_uses
-from autograder._sharding import assert_shard_shapes
-from autograder._sharding import assert_sharded_as
-from autograder._sharding import collect_collectives
-from autograder._sharding import collect_shard_map_primitives
-from autograder._sharding import collect_sharding_devices
-from autograder._sharding import collect_slice_devices
+from autograder._artifacts import COLLECTIVES
+from autograder._collectives import assert_collective_in_hlo
+from autograder._collectives import assert_collective_set
+from autograder._collectives import assert_shard_map_uses
+from autograder._collectives import collect_collectives
+from autograder._collectives import collect_shard_map_primitives
+from autograder._mesh import assert_device_set
+from autograder._mesh import assert_mesh
+from autograder._mesh import collect_sharding_devices
+from autograder._placement import assert_shard_shapes
+from autograder._placement import assert_sharded_as
+from autograder._placement import collect_slice_devices
 # --- 07_capstone checks ---
-from autograder._training import assert_epoch_samples_fresh_batches
-from autograder._training import assert_keeps_shapes_and_dtypes
-from autograder._training import assert_loss_falls_below
-from autograder._training import assert_state_changes
-from autograder._training import assert_step_is_data_parallel
-from autograder._training import assert_train_step_compiles_once
-from autograder._training import collect_epoch_batches
-from autograder._training import collect_step_placement
-from autograder._training import collect_training_run
+from autograder._data_parallel import assert_step_is_data_parallel
+from autograder._data_parallel import collect_step_placement
+from autograder._epoch import assert_epoch_samples_fresh_batches
+from autograder._epoch import collect_epoch_batches
+from autograder._train_step import assert_keeps_shapes_and_dtypes
+from autograder._train_step import assert_loss_falls_below
+from autograder._train_step import assert_state_changes
+from autograder._train_step import assert_train_step_compiles_once
+from autograder._train_step import collect_training_run
 
 __all__ = [name for name in dir() if not name.startswith("_")]

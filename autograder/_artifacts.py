@@ -15,9 +15,12 @@ Facts a program gives (``facts`` of the derived observation, one dict per progra
 (argument indices aliased to outputs), ``refused`` (ops outside the allowlist),
 ``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
 ``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
-``stablehlo.while``, None where the loop stops on a computed condition), and with
-``compile=True`` the optimized HLO's ``collectives`` (classes present), ``hlo_ops``
-and ``temp_bytes`` (``memory_analysis``).
+``stablehlo.while``, None where the loop stops on a computed condition),
+``manual_ops`` (op counts inside ``jax.shard_map`` bodies), and with ``compile=True``
+the optimized HLO's ``collectives`` (classes present, :data:`COLLECTIVES`), ``hlo_ops``
+and ``temp_bytes`` (``memory_analysis``). A program exported for several devices is
+placed on a mesh of the judge's devices with the names, sizes and axis types it was
+exported for, its inputs sharded as it expects.
 """
 from __future__ import annotations
 
@@ -40,8 +43,14 @@ ALLOWED_CUSTOM_CALLS = re.compile(
     r"lapack_\w+|X64Combine|X64SplitLow|X64SplitHigh|mhlo\.\w+)$")
 ALLOWED_DIALECTS = ("stablehlo", "func", "sdy", "chlo", "mhlo")
 REFUSED_OPS = {"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"}
+# Collective classes in optimized HLO. Async forms (``all-reduce-start`` / ``-done``,
+# common on GPU) count as their class; instruction names (``%all-reduce.3 = ...``) and
+# metadata are not ops.
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
-               "all-to-all")
+               "all-to-all", "collective-broadcast", "ragged-all-to-all")
+_COLLECTIVE_OP = re.compile(
+    r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
+    r"collective-permute|all-to-all|collective-broadcast)(?:-start|-done)?\(")
 MAX_PROGRAM_BYTES = 16 << 20
 
 
@@ -64,23 +73,39 @@ def export_program(fn, args=(), kwargs=None):
     """
     import jax
 
+    from autograder._check import NotAFunction
+
+    if not callable(fn):
+        raise NotAFunction(type(fn).__name__ if fn is not None else "None")
     kwargs = kwargs or {}
     if _is_jit(fn):
         exported = jax.export.export(fn)(*args, **kwargs)
     else:
-        leaves, treedef = jax.tree.flatten((tuple(args), kwargs))
+        # Exported on the flat leaves of its inputs and outputs: the same program, and
+        # one whose pytrees serialize (optax states do not).
+        tree_leaves, treedef = jax.tree.flatten((tuple(args), kwargs))
 
-        def flat(*leaves):
+        def flat_fn(*leaves):
             a, k = jax.tree.unflatten(treedef, leaves)
             return jax.tree.leaves(fn(*a, **k))
 
-        flat.__name__ = getattr(fn, "__name__", "fn")
-        exported = jax.export.export(jax.jit(flat))(*leaves)
-    flat = [leaf for leaf in jax.tree.leaves((args, kwargs))
-            if hasattr(leaf, "shape") and hasattr(leaf, "dtype")]
-    if len(flat) != len(exported.in_avals):
-        flat = []  # Python scalars were traced: the program's values cannot be re-run here
+        flat_fn.__name__ = getattr(fn, "__name__", "fn")
+        exported = jax.export.export(jax.jit(flat_fn))(*tree_leaves)
+    leaves = jax.tree.leaves((args, kwargs))
+    if len(leaves) == len(exported.in_avals):
+        # Every leaf is an input (no static arguments): a Python number is traced as a
+        # scalar of its aval's dtype, so it is recorded as one.
+        flat = [leaf if _is_array(leaf) else np.asarray(leaf, dtype=aval.dtype)
+                for leaf, aval in zip(leaves, exported.in_avals)]
+    else:
+        flat = [leaf for leaf in leaves if _is_array(leaf)]
+        if len(flat) != len(exported.in_avals):
+            flat = []  # static and traced leaves mixed: the program cannot be re-run here
     return exported, flat
+
+
+def _is_array(leaf) -> bool:
+    return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
 
 
 def _is_jit(fn) -> bool:
@@ -122,7 +147,45 @@ def static_facts(text: str) -> dict:
     locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
     return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
-            "size": len(text), "while_trips": while_trip_counts(text)}
+            "manual_ops": _manual_ops(text), "size": len(text),
+            "while_trips": while_trip_counts(text)}
+
+
+def _manual_ops(text: str) -> dict:
+    """Op counts inside the bodies of ``sdy.manual_computation`` (``jax.shard_map``).
+
+    MLIR prints a region's ops indented under the op that holds it, up to a line at the
+    op's own indentation that closes it.
+    """
+    ops: Counter = Counter()
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "sdy.manual_computation" not in line:
+            i += 1
+            continue
+        indent = len(line) - len(line.lstrip())
+        i += 1
+        while i < len(lines):
+            inner = lines[i]
+            if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
+                break
+            m = re.match(r'\s*(?:%[\w#:, %]+ = )?"?([a-z_]+\.[a-z_0-9]+)', inner)
+            if m:
+                ops[m.group(1)] += 1
+            i += 1
+    return dict(sorted(ops.items()))
+
+
+def collective_classes(hlo_text: str) -> list[str]:
+    """The classes of collective ops in (optimized) HLO text, sorted.
+
+    >>> collective_classes("%ars = f32[8]{0} all-reduce-start(f32[8]{0} %p)\\n"
+    ...                    "%all-gather.2 = f32[] add(f32[] %a, f32[] %b)")
+    ['all-reduce']
+    """
+    return sorted({m.group(1) for m in _COLLECTIVE_OP.finditer(hlo_text)})
 
 
 def _main_signature(text: str) -> str:
@@ -130,10 +193,21 @@ def _main_signature(text: str) -> str:
     return m.group(1) if m else ""
 
 
-def _mesh_of(text: str):
+def _mesh_of(exported, text: str):
+    """A mesh of this process's first devices shaped like the one the program was
+    exported for: names, sizes and axis types from its input shardings (Explicit axes
+    stay Explicit), or names and sizes from its ``sdy.mesh`` when no input is sharded."""
     import jax
     from jax.sharding import AxisType
 
+    n = int(exported.nr_devices)
+    for sharding in exported.in_shardings_jax():
+        abstract = getattr(sharding, "mesh", None)
+        sizes = tuple(getattr(abstract, "axis_sizes", ()) or ())
+        if sizes and int(np.prod(sizes)) == n:
+            return jax.make_mesh(sizes, tuple(abstract.axis_names),
+                                 axis_types=tuple(abstract.axis_types),
+                                 devices=jax.devices()[:n])
     m = re.search(r"sdy\.mesh @\w+ = <\[(.*?)\]>", text)
     if not m:
         return None
@@ -167,7 +241,7 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
     args = []
     if inputs is not None and inputs.kind == "tree" and len(inputs.leaves) == len(exported.in_avals):
         args = [_leaf_value(leaf) for leaf in inputs.leaves]
-    mesh = _mesh_of(text) if exported.nr_devices > 1 else None
+    mesh = _mesh_of(exported, text) if exported.nr_devices > 1 else None
     if mesh is not None and args:
         shardings = exported.in_shardings_jax(mesh)
         args = [jax.device_put(a, s if s is not None else NamedSharding(mesh, PartitionSpec()))
@@ -175,16 +249,17 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
     outputs = None
     if args or not exported.in_avals:
         call_args, call_kwargs = jax.tree.unflatten(exported.in_tree, args)
+        call = exported.call
         if compile:
             compiled = jax.jit(exported.call).lower(*call_args, **call_kwargs).compile()
             hlo = compiled.as_text()
-            facts["collectives"] = sorted(c for c in COLLECTIVES
-                                          if re.search(rf"\b{c}(-start)?\(", hlo))
+            facts["collectives"] = collective_classes(hlo)
             facts["hlo_ops"] = dict(Counter(re.findall(r"= \S+ ([a-z\-]+)\(", hlo)))
             memory = compiled.memory_analysis()
             facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)
+            call = compiled  # run what was compiled: one compilation, not two
         if run:
-            result = exported.call(*call_args, **call_kwargs)
+            result = call(*call_args, **call_kwargs)
             # The flat leaves: a jitted function's program returns its own pytree, a
             # plain function's (exported on leaves) a list; the values tie the program
             # to the graded function, the structure is judged by the value checks.

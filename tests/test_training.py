@@ -5,6 +5,7 @@ exists to catch (it fails, with the teaching message asserted on its text).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -376,6 +377,12 @@ def test_epoch_check_not_implemented():
     assert "train_epoch is not implemented yet" in _epoch_failure(train_epoch)
 
 
+def test_epoch_check_not_a_function():
+    # Jitting the probe epoch happens inside the check: a missing function is feedback.
+    with pytest.raises(CheckFailure, match="train_epoch is not a function"):
+        assert_epoch_samples_fresh_batches(None, jax.random.key(0), n=8, batch_size=2, steps=2)
+
+
 # --- data-parallel placement ---------------------------------------------------------
 
 needs_devices = pytest.mark.skipif(len(jax.devices()) < 2, reason="needs several devices")
@@ -513,3 +520,80 @@ def test_probe_epoch_is_jitted_once():
     with collect_compilations() as seen:
         assert_epoch_samples_fresh_batches(f, jax.random.key(9), n=24, batch_size=8, steps=3)
     assert seen.count == 1, seen.names
+
+
+# --- judged as the grader judges ------------------------------------------------------
+
+@contextlib.contextmanager
+def _recorded(role):
+    """The records a check writes in a grading sandbox of this role."""
+    from autograder import _check
+
+    saved = dict(_check._state)
+    _check.configure(role)
+    _check._state["records"] = []
+    try:
+        yield _check._state["records"]
+    finally:
+        _check._state.clear()
+        _check._state.update(saved)
+
+
+def _judged(ref_records, student_records):
+    from autograder import _wire
+    from grader.judge import judge_cell
+
+    def cell(records):
+        return _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(records))))
+
+    return judge_cell(cell(ref_records), cell(student_records))
+
+
+def test_a_training_run_is_paired_by_its_label_not_by_the_step_name(problem):
+    # The grader pairs records by kind and label: the reference's step is called
+    # train_step, a student's may have any name.
+    from autograder._check import REFERENCE, STUDENT
+
+    params, x, y = problem
+    adam = optax.adam(0.1)
+    with _recorded(REFERENCE) as ref:
+        collect_training_run(_make_step(adam), params, adam.init(params), [(x, y)] * 2)
+
+    @jax.jit
+    def my_step(p, s, x, y):
+        return _make_step(adam)(p, s, x, y)
+
+    with _recorded(STUDENT) as mine:
+        run = collect_training_run(my_step, params, adam.init(params), [(x, y)] * 2)
+    assert run is not None and len(run.losses) == 2
+    assert _judged(ref, mine).passed
+
+    def two_outputs(p, s, x, y):
+        return p, s
+
+    with _recorded(STUDENT) as mine:
+        assert collect_training_run(two_outputs, params, (), [(x, y)] * 2) is None
+    assert "two_outputs returned the wrong structure" in _judged(ref, mine).message
+
+
+@needs_devices
+def test_placement_is_judged_from_data(mesh):
+    # The student's run records where the probe found its inputs (device ids and
+    # index ranges); the reference's run records the expected placement.
+    from autograder._check import REFERENCE, STUDENT
+
+    def one_device(step, mesh):
+        return step
+
+    one_device.__name__ = _good_dp.__name__  # in a notebook both are the exercise's function
+    with _recorded(REFERENCE) as ref:
+        assert_step_is_data_parallel(_good_dp, mesh, *_dp_args())
+    with _recorded(STUDENT) as mine:
+        assert_step_is_data_parallel(one_device, mesh, *_dp_args())
+    assert [r.kind for r in mine] == ["call", "data_parallel"]
+    assert mine[1].expected is None          # the expected side never runs next to student code
+    n = len(jax.devices())
+    message = _judged(ref, mine).message
+    assert message.startswith(f"x is not split over the mesh's {n} devices")
+    assert "all of it on one device" in message
+    assert _judged(ref, ref).passed
