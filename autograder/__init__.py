@@ -96,4 +96,20 @@ from autograder._train_step import assert_state_changes
 from autograder._train_step import assert_train_step_compiles_once
 from autograder._train_step import collect_training_run
 
+# --- 05_control_flow checks (issue 17: lax.map in chunks) ---
+from autograder._mapping import assert_maps_in_chunks
+from autograder._mapping import collect_scan_facts
+from autograder._mapping import explain_map_chunks
+# --- 06_sharding checks (issue 17: model parallelism) ---
+from autograder._parallel import assert_collective_counts
+from autograder._parallel import assert_tree_placed_as
+from autograder._parallel import collect_collective_counts
+from autograder._parallel import collect_tree_placement
+from autograder._parallel import explain_collective_counts
+from autograder._parallel import explain_tree_placement
+# --- 07_capstone checks (issue 17: a step that must not donate) ---
+from autograder._donation import assert_donates_nothing
+from autograder._donation import collect_donated_inputs
+from autograder._donation import explain_donated_inputs
+
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -183,35 +183,6 @@ VARIANTS = {
              "    return str(jax.make_jaxpr(f)(*args)), compiled.as_text()\n"),
         ],
     },
-    "03_jit_sqrt_newton": {
-        "correct": [
-            "def sqrt_newton(a, steps):\n"
-            "    def cond(carry):\n"
-            "        return carry[0] < steps\n"
-            "    def body(carry):\n"
-            "        i, y = carry\n"
-            "        return i + 1, 0.5 * (y + a / y)\n"
-            "    return jax.lax.while_loop(cond, body, (0, a))[1]\n",
-            "def sqrt_newton(a, steps):\n"
-            "    def body(y, _):\n"
-            "        return (y + a / y) / 2, None\n"
-            "    y, _ = jax.lax.scan(body, a, None, length=steps)\n"
-            "    return y\n",
-        ],
-        "wrong": [
-            ("a Python for loop: unrolled, one copy of the body per step",
-             "def sqrt_newton(a, steps):\n"
-             "    y = a\n"
-             "    for _ in range(steps):\n"
-             "        y = 0.5 * (y + a / y)\n"
-             "    return y\n"),
-            ("lax.scan with unroll=True: the loop is unrolled in the program",
-             "def sqrt_newton(a, steps):\n"
-             "    def body(y, _):\n"
-             "        return 0.5 * (y + a / y), None\n"
-             "    return jax.lax.scan(body, a, None, length=steps, unroll=True)[0]\n"),
-        ],
-    },
     "03_jit_sgd_update": {
         "correct": [
             "def sgd_update(params, grads, lr):\n"
@@ -232,44 +203,6 @@ VARIANTS = {
              "@functools.partial(jax.jit, donate_argnums=1)\n"
              "def sgd_update(params, grads, lr):\n"
              "    return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"),
-        ],
-    },
-    "03_jit_make_train_step": {
-        "correct": [
-            "def make_train_step(loss_fn, optimizer):\n"
-            "    @functools.partial(jax.jit, donate_argnums=(0, 1))\n"
-            "    def train_step(params, opt_state, x, y):\n"
-            "        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n"
-            "        updates, opt_state = optimizer.update(grads, opt_state, params)\n"
-            "        return optax.apply_updates(params, updates), opt_state, loss\n"
-            "    return train_step\n",
-            "def make_train_step(loss_fn, optimizer):\n"
-            "    def step(params, opt_state, x, y):\n"
-            "        loss = loss_fn(params, x, y)\n"
-            "        grads = jax.grad(loss_fn)(params, x, y)\n"
-            "        updates, new_state = optimizer.update(grads, opt_state, params)\n"
-            "        new_params = jax.tree.map(lambda p, u: p + u, params, updates)\n"
-            "        return new_params, new_state, loss\n"
-            "    return jax.jit(step)\n",
-        ],
-        "wrong": [
-            ("subtracts the optax updates, which already point downhill",
-             "def make_train_step(loss_fn, optimizer):\n"
-             "    @jax.jit\n"
-             "    def train_step(params, opt_state, x, y):\n"
-             "        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n"
-             "        updates, opt_state = optimizer.update(grads, opt_state, params)\n"
-             "        return jax.tree.map(lambda p, u: p - u, params, updates), opt_state, loss\n"
-             "    return train_step\n"),
-            ("jits a fresh inner function on every call: compiles every step",
-             "def make_train_step(loss_fn, optimizer):\n"
-             "    def train_step(params, opt_state, x, y):\n"
-             "        def step(params, opt_state):\n"
-             "            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\n"
-             "            updates, opt_state = optimizer.update(grads, opt_state, params)\n"
-             "            return optax.apply_updates(params, updates), opt_state, loss\n"
-             "        return jax.jit(step)(params, opt_state)\n"
-             "    return train_step\n"),
         ],
     },
 }

@@ -64,42 +64,6 @@ VARIANTS = {
              "    return windows.mean(axis=1)\n"),
         ],
     },
-    "05_control_flow_huber": {
-        "correct": [
-            "import jax.numpy as jnp\n\n"
-            "def huber(r, delta):\n"
-            "    quadratic = jnp.minimum(jnp.abs(r), delta)\n"
-            "    return 0.5 * quadratic ** 2 + delta * (jnp.abs(r) - quadratic)\n",
-            "import jax.numpy as jnp\n\n"
-            "def huber(r, delta):\n"
-            "    small = jnp.abs(r) <= delta\n"
-            "    return jnp.select([small], [0.5 * jnp.square(r)],\n"
-            "                      delta * jnp.abs(r) - 0.5 * delta ** 2)\n",
-        ],
-        "wrong": [
-            ("a Python if on the traced residuals: fails under jit",
-             "import jax.numpy as jnp\n\n"
-             "def huber(r, delta):\n"
-             "    if jnp.abs(r) <= delta:\n"
-             "        return 0.5 * r ** 2\n"
-             "    return delta * (jnp.abs(r) - 0.5 * delta)\n"),
-            ("condition without abs: large negative residuals get the quadratic branch",
-             "import jax.numpy as jnp\n\n"
-             "def huber(r, delta):\n"
-             "    return jnp.where(r <= delta, 0.5 * r ** 2, delta * (jnp.abs(r) - 0.5 * delta))\n"),
-            ("linear branch without the -delta/2 offset: the loss jumps at |r| = delta",
-             "import jax.numpy as jnp\n\n"
-             "def huber(r, delta):\n"
-             "    return jnp.where(jnp.abs(r) <= delta, 0.5 * r ** 2, delta * jnp.abs(r))\n"),
-            ("a list comprehension with float(): needs concrete values, fails under jit",
-             "import jax.numpy as jnp\n\n"
-             "def huber(r, delta):\n"
-             "    d = float(delta)\n"
-             "    vals = [0.5 * v ** 2 if abs(v) <= d else d * (abs(v) - 0.5 * d)\n"
-             "            for v in r.ravel().tolist()]\n"
-             "    return jnp.array(vals).reshape(r.shape)\n"),
-        ],
-    },
     "05_control_flow_activation": {
         "correct": [
             "import jax\n"
@@ -302,6 +266,166 @@ VARIANTS = {
              "        h = jnp.tanh(x @ params['W_x'] + h @ params['W_h'] + params['b'])\n"
              "        return h, h\n"
              "    return lax.scan(step, h0, xs, unroll=True)[1]\n"),
+        ],
+    },
+    "05_control_flow_fixed_point": {
+        "correct": [
+            '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    """lax.cond inside the scan: only an active step calls f."""
+    def step(carry, _):
+        x, steps = carry
+        new = f(a, x)
+        active = jnp.abs(new - x) > tol
+        x = lax.cond(jnp.all(active), lambda: new, lambda: jnp.where(active, new, x))
+        return (x, steps + active.astype(jnp.int32)), None
+    x0 = jnp.asarray(x0)
+    (x, steps), _ = lax.scan(step, (x0, jnp.zeros(jnp.shape(x0), jnp.int32)), None,
+                             length=max_steps)
+    return x, steps
+''',
+            '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    """fori_loop with Python bounds (a scan), carrying a done flag."""
+    def body(i, carry):
+        x, steps, done = carry
+        new = f(a, x)
+        done = done | (jnp.abs(new - x) <= tol)
+        return jnp.where(done, x, new), steps + (~done).astype(jnp.int32), done
+    x0 = jnp.asarray(x0)
+    x, steps, _ = lax.fori_loop(0, max_steps, body,
+                                (x0, jnp.zeros(x0.shape, jnp.int32), jnp.zeros(x0.shape, bool)))
+    return x, steps
+''',
+        ],
+        "wrong": [
+            ('lax.while_loop: the right values, but jax.grad cannot run it backwards',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def not_done(c):
+        return (jnp.abs(f(a, c[0]) - c[0]) > tol) & (c[1] < max_steps)
+    return lax.while_loop(not_done, lambda c: (f(a, c[0]), c[1] + 1),
+                          (jnp.asarray(x0), jnp.int32(0)))
+'''),
+            ('no mask: always max_steps updates, and steps counts them all',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps = carry
+        return (f(a, x), steps + 1), None
+    (x, steps), _ = lax.scan(step, (jnp.asarray(x0), jnp.int32(0)), None, length=max_steps)
+    return x, steps
+'''),
+            ('a Python loop with the mask: unrolled into max_steps copies of f',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    x, steps = jnp.asarray(x0), jnp.int32(0)
+    for _ in range(max_steps):
+        new = f(a, x)
+        active = jnp.abs(new - x) > tol
+        x, steps = jnp.where(active, new, x), steps + active.astype(jnp.int32)
+    return x, steps
+'''),
+            ('the mask blocks the gradient: stop_gradient on the update',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps = carry
+        new = f(a, x)
+        active = jnp.abs(new - x) > tol
+        return (jnp.where(active, lax.stop_gradient(new), x),
+                steps + active.astype(jnp.int32)), None
+    (x, steps), _ = lax.scan(step, (jnp.asarray(x0), jnp.int32(0)), None, length=max_steps)
+    return x, steps
+'''),
+            ('tol and max_steps hard-coded to their defaults',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps = carry
+        new = f(a, x)
+        active = jnp.abs(new - x) > 1e-6
+        return (jnp.where(active, new, x), steps + active.astype(jnp.int32)), None
+    x0 = jnp.asarray(x0)
+    (x, steps), _ = lax.scan(step, (x0, jnp.zeros(x0.shape, jnp.int32)), None, length=100)
+    return x, steps
+'''),
+            ('tests convergence after the update: makes the small update too, one step too many',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps, done = carry
+        new = f(a, x)
+        x_next = jnp.where(done, x, new)
+        steps = steps + (~done).astype(jnp.int32)
+        done = done | (jnp.abs(new - x) <= tol)
+        return (x_next, steps, done), None
+    x0 = jnp.asarray(x0)
+    (x, steps, _), _ = lax.scan(step, (x0, jnp.int32(0), jnp.zeros((), bool)), None,
+                                length=max_steps)
+    return x, steps
+'''),
+            ('starts from 0 instead of x0',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps = carry
+        new = f(a, x)
+        active = jnp.abs(new - x) > tol
+        return (jnp.where(active, new, x), steps + active.astype(jnp.int32)), None
+    (x, steps), _ = lax.scan(step, (jnp.zeros_like(jnp.asarray(x0)), jnp.int32(0)), None,
+                             length=max_steps)
+    return x, steps
+'''),
+        ],
+    },
+    "05_control_flow_map_in_chunks": {
+        "correct": [
+            '''def map_in_chunks(f, xs, chunk):
+    """Full chunks through lax.map of vmap(f), the remainder through vmap(f)."""
+    n = xs.shape[0]
+    full = n - n % chunk
+    head = xs[:full].reshape(full // chunk, chunk, *xs.shape[1:])
+    out = lax.map(jax.vmap(f), head)
+    out = out.reshape(full, *out.shape[2:])
+    if full == n:
+        return out
+    return jnp.concatenate([out, jax.vmap(f)(xs[full:])])
+''',
+            '''def map_in_chunks(f, xs, chunk):
+    """Pads the batch to whole chunks, scans over them, and cuts the padding off."""
+    n = xs.shape[0]
+    steps = -(-n // chunk)
+    padded = jnp.concatenate([xs, jnp.zeros((steps * chunk - n, *xs.shape[1:]), xs.dtype)])
+    blocks = padded.reshape(steps, chunk, *xs.shape[1:])
+    _, out = lax.scan(lambda c, block: (c, jax.vmap(f)(block)), None, blocks)
+    return out.reshape(steps * chunk, *out.shape[2:])[:n]
+''',
+        ],
+        "wrong": [
+            ('vmap over the whole batch: the right values, but every intermediate for all n rows at once',
+             '''def map_in_chunks(f, xs, chunk):
+    return jax.vmap(f)(xs)
+'''),
+            ('lax.map without batch_size: one row per step',
+             '''def map_in_chunks(f, xs, chunk):
+    return lax.map(f, xs)
+'''),
+            ('a fixed chunk of 32 rows: the chunk argument is ignored',
+             '''def map_in_chunks(f, xs, chunk):
+    return lax.map(f, xs, batch_size=32)
+'''),
+            ('a Python loop over the chunks: unrolled, one copy of f per chunk',
+             '''def map_in_chunks(f, xs, chunk):
+    parts = [jax.vmap(f)(xs[i:i + chunk]) for i in range(0, xs.shape[0], chunk)]
+    return jnp.concatenate(parts)
+'''),
+            ('drops the last n % chunk rows',
+             '''def map_in_chunks(f, xs, chunk):
+    n = xs.shape[0] // chunk * chunk
+    out = lax.map(jax.vmap(f), xs[:n].reshape(-1, chunk, *xs.shape[1:]))
+    return out.reshape(n, *out.shape[2:])
+'''),
+            ('chunk read as the number of chunks',
+             '''def map_in_chunks(f, xs, chunk):
+    return lax.map(f, xs, batch_size=max(1, xs.shape[0] // chunk))
+'''),
+            ('reshape into chunks without handling a remainder: fails when chunk does not divide n',
+             '''def map_in_chunks(f, xs, chunk):
+    out = lax.map(jax.vmap(f), xs.reshape(-1, chunk, *xs.shape[1:]))
+    return out.reshape(xs.shape[0], *out.shape[2:])
+'''),
         ],
     },
 }

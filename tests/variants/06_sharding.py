@@ -219,7 +219,8 @@ VARIANTS = {
             "    return found\n",
         ],
         "wrong": [
-            ("reads the lowered StableHLO: collectives appear only after compilation",
+            ("reads the lowered StableHLO: the collectives that XLA inserts from shardings "
+             "exist only after compilation (and the HLO spelling all-reduce never matches there)",
              "def collectives_in_hlo(fn, *args):\n"
              "    text = jax.jit(fn).lower(*args).as_text()\n"
              "    classes = ['all-reduce', 'all-gather', 'reduce-scatter', 'collective-permute',\n"
@@ -229,6 +230,279 @@ VARIANTS = {
              "def collectives_in_hlo(fn, *args):\n"
              "    text = jax.jit(fn).lower(*args).compile().as_text()\n"
              "    return {c for c in ('all-reduce', 'all-gather') if c in text}\n"),
+        ],
+    },
+    "06_sharding_megatron_mlp": {
+        "correct": [
+            '''def megatron_mlp(params, x):
+    """Plain jit code; the second matmul says where its result goes."""
+    h = jax.nn.relu(x @ params["w1"] + params["b1"])
+    if AxisType.Explicit in jax.sharding.get_abstract_mesh().axis_types:
+        out = jnp.matmul(h, params["w2"], out_sharding=P("data", None))
+    else:
+        out = jax.lax.with_sharding_constraint(h @ params["w2"], P("data", None))
+    return out + params["b2"]
+''',
+            '''def megatron_mlp(params, x):
+    """shard_map, specs read from the arrays' types (Explicit) or stated."""
+    def block(w1, b1, w2, b2, x):
+        h = jnp.maximum(jnp.dot(x, w1) + b1, 0.0)
+        return jax.lax.psum(jnp.dot(h, w2), "model") + b2
+    return jax.shard_map(block, in_specs=(P(None, "model"), P("model"), P("model", None), P(),
+                                          P("data", None)),
+                         out_specs=P("data", None))(params["w1"], params["b1"], params["w2"],
+                                                     params["b2"], x)
+''',
+        ],
+        "wrong": [
+            ('gathers the weights onto every device first: right values, no model parallelism',
+             '''def megatron_mlp(params, x):
+    def block(p, x):
+        w1 = jax.lax.all_gather(p["w1"], "model", axis=1, tiled=True)
+        b1 = jax.lax.all_gather(p["b1"], "model", axis=0, tiled=True)
+        w2 = jax.lax.all_gather(p["w2"], "model", axis=0, tiled=True)
+        return jax.nn.relu(x @ w1 + b1) @ w2 + p["b2"]
+    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
+    return jax.shard_map(block, in_specs=(specs, P("data", None)), out_specs=P("data", None),
+                         check_vma=False)(params, x)
+'''),
+            ('no psum: each device returns its own partial sum',
+             '''def megatron_mlp(params, x):
+    def block(p, x):
+        h = jax.nn.relu(x @ p["w1"] + p["b1"])
+        return h @ p["w2"] + p["b2"]
+    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
+    return jax.shard_map(block, in_specs=(specs, P("data", None)), out_specs=P("data", None),
+                         check_vma=False)(params, x)
+'''),
+            ("b2 added inside the psum: counted once per 'model' device",
+             '''def megatron_mlp(params, x):
+    def block(p, x):
+        h = jax.nn.relu(x @ p["w1"] + p["b1"])
+        return jax.lax.psum(h @ p["w2"] + p["b2"], "model")
+    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
+    return jax.shard_map(block, in_specs=(specs, P("data", None)),
+                         out_specs=P("data", None))(params, x)
+'''),
+            ('row-split w1 and w2: a psum after each matmul, and the weights moved at every call',
+             '''def megatron_mlp(params, x):
+    w1 = jax.device_put(params["w1"], P("model", None))
+    x = jax.device_put(x, P("data", "model"))
+    def first(w1, b1, x):
+        return jax.nn.relu(jax.lax.psum(x @ w1, "model") + b1)
+    h = jax.shard_map(first, in_specs=(P("model", None), P(), P("data", "model")),
+                      out_specs=P("data", None))(w1, params["b1"], x)
+    b1 = None
+    def second(w2, b2, h):
+        return jax.lax.psum(h @ w2, "model") + b2
+    h = jax.device_put(h, P("data", "model"))
+    return jax.shard_map(second, in_specs=(P("model", None), P(), P("data", "model")),
+                         out_specs=P("data", None))(params["w2"], params["b2"], h)
+'''),
+            ("a second all-reduce to 'make sure' the output agrees over 'model': twice the traffic",
+             '''def megatron_mlp(params, x):
+    def block(p, x):
+        h = jax.nn.relu(x @ p["w1"] + p["b1"])
+        out = jax.lax.psum(h @ p["w2"], "model")
+        return jax.lax.pmean(out, "model") + p["b2"]
+    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
+    return jax.shard_map(block, in_specs=(specs, P("data", None)), out_specs=P("data", None),
+                         check_vma=False)(params, x)
+'''),
+            ('returns the output replicated: the whole batch gathered on every device',
+             '''def megatron_mlp(params, x):
+    def block(p, x):
+        h = jax.nn.relu(x @ p["w1"] + p["b1"])
+        out = jax.lax.psum(h @ p["w2"], "model") + p["b2"]
+        return jax.lax.all_gather(out, "data", axis=0, tiled=True)
+    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
+    return jax.shard_map(block, in_specs=(specs, P("data", None)), out_specs=P(),
+                         check_vma=False)(params, x)
+'''),
+            ('tanh instead of relu',
+             '''def megatron_mlp(params, x):
+    def block(p, x):
+        h = jnp.tanh(x @ p["w1"] + p["b1"])
+        return jax.lax.psum(h @ p["w2"], "model") + p["b2"]
+    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}
+    return jax.shard_map(block, in_specs=(specs, P("data", None)),
+                         out_specs=P("data", None))(params, x)
+'''),
+            ('the hidden activations gathered before the second matmul (all-gather, no all-reduce)',
+             '''def megatron_mlp(params, x):
+    h = jax.nn.relu(x @ params["w1"] + params["b1"])
+    if AxisType.Explicit in jax.sharding.get_abstract_mesh().axis_types:
+        h = jax.sharding.reshard(h, P("data", None))
+        w2 = jax.sharding.reshard(params["w2"], P())
+    else:
+        h = jax.lax.with_sharding_constraint(h, P("data", None))
+        w2 = jax.lax.with_sharding_constraint(params["w2"], P())
+    return h @ w2 + params["b2"]
+'''),
+        ],
+    },
+    "06_sharding_make_fsdp_step": {
+        "correct": [
+            '''def make_fsdp_step(optimizer, loss_fn):
+    """Gather, differentiate the full weights, reduce-scatter the gradients by hand."""
+    def local_step(params, opt_state, x, y):
+        full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", axis=0, tiled=True), params)
+        loss, grads = jax.value_and_grad(loss_fn)(full, x, y)
+        n = jax.lax.axis_size("data")
+        grads = jax.tree.map(
+            lambda g: jax.lax.psum_scatter(g, "data", scatter_dimension=0, tiled=True) / n, grads)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, jax.lax.pmean(loss, "data")
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        spec = lambda a: P("data") if a.ndim else P()
+        ps, ss = jax.tree.map(spec, params), jax.tree.map(spec, opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(ps, ss, P()), check_vma=False)(params, opt_state, x, y)
+    return step
+''',
+            '''def make_fsdp_step(optimizer, loss_fn):
+    """The shard_map built once per structure, loss as the sum of per-device sums."""
+    def local_step(params, opt_state, x, y):
+        def loss_of_shards(shards):
+            full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), shards)
+            local = loss_fn(full, x, y) * x.shape[0]
+            return jax.lax.psum(local, "data") / (x.shape[0] * jax.lax.axis_size("data"))
+        loss, grads = jax.value_and_grad(loss_of_shards)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = jax.tree.map(lambda p, u: p + u, params, updates)
+        return params, opt_state, loss
+
+    def step(params, opt_state, x, y):
+        ps = jax.tree.map(lambda a: P("data"), params)
+        ss = jax.tree.map(lambda a: P("data") if jnp.ndim(a) else P(), opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(ps, ss, P()))(params, opt_state, x, y)
+    return jax.jit(step)
+''',
+        ],
+        "wrong": [
+            ('plain jit: right values and layout, but whole gradients all-reduced (no reduce-scatter)',
+             '''def make_fsdp_step(optimizer, loss_fn):
+    @jax.jit
+    def step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+    return step
+'''),
+            ("pmean of gradients that the all_gather's transpose already summed: n times too small",
+             '''def make_fsdp_step(optimizer, loss_fn):
+    def local_step(params, opt_state, x, y):
+        def global_loss(shards):
+            full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), shards)
+            return jax.lax.pmean(loss_fn(full, x, y), "data")
+        loss, grads = jax.value_and_grad(global_loss)(params)
+        grads = jax.tree.map(lambda g: g / jax.lax.axis_size("data"), grads)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        spec = lambda a: P("data") if a.ndim else P()
+        ps, ss = jax.tree.map(spec, params), jax.tree.map(spec, opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(ps, ss, P()))(params, opt_state, x, y)
+    return step
+'''),
+            ('the local loss differentiated: the gradient sums n per-device means',
+             '''def make_fsdp_step(optimizer, loss_fn):
+    def local_step(params, opt_state, x, y):
+        def local_loss(shards):
+            full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), shards)
+            return loss_fn(full, x, y)
+        loss, grads = jax.value_and_grad(local_loss)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, jax.lax.pmean(loss, "data")
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        spec = lambda a: P("data") if a.ndim else P()
+        ps, ss = jax.tree.map(spec, params), jax.tree.map(spec, opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(ps, ss, P()), check_vma=False)(params, opt_state, x, y)
+    return step
+'''),
+            ('returns the optimizer state it was given',
+             '''def make_fsdp_step(optimizer, loss_fn):
+    def local_step(params, opt_state, x, y):
+        def global_loss(shards):
+            full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), shards)
+            return jax.lax.pmean(loss_fn(full, x, y), "data")
+        loss, grads = jax.value_and_grad(global_loss)(params)
+        updates, _ = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        spec = lambda a: P("data") if a.ndim else P()
+        ps, ss = jax.tree.map(spec, params), jax.tree.map(spec, opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(ps, ss, P()))(params, opt_state, x, y)
+    return step
+'''),
+            ('data parallelism instead: params and state replicated, gradients all-reduced',
+             '''def make_fsdp_step(optimizer, loss_fn):
+    def local_step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(lambda p: jax.lax.pmean(loss_fn(p, x, y), "data"))(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        return jax.shard_map(local_step, in_specs=(P(), P(), P("data"), P("data")),
+                             out_specs=(P(), P(), P()))(params, opt_state, x, y)
+    return step
+'''),
+            ('returns the gathered full weights: params end up replicated',
+             '''def make_fsdp_step(optimizer, loss_fn):
+    def local_step(params, opt_state, x, y):
+        def global_loss(shards):
+            full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), shards)
+            return jax.lax.pmean(loss_fn(full, x, y), "data")
+        loss, grads = jax.value_and_grad(global_loss)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        new = optax.apply_updates(params, updates)
+        return jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), new), opt_state, loss
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        spec = lambda a: P("data") if a.ndim else P()
+        ps, ss = jax.tree.map(spec, params), jax.tree.map(spec, opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(jax.tree.map(lambda a: P(), params), ss, P()),
+                             check_vma=False)(params, opt_state, x, y)
+    return step
+'''),
+            ('optimizer state replicated: every device keeps every moment',
+             '''def make_fsdp_step(optimizer, loss_fn):
+    def local_step(params, opt_state, x, y):
+        def global_loss(shards):
+            full = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), shards)
+            return jax.lax.pmean(loss_fn(full, x, y), "data")
+        loss, grads = jax.value_and_grad(global_loss)(params)
+        full_grads = jax.tree.map(lambda g: jax.lax.all_gather(g, "data", tiled=True), grads)
+        full_params = jax.tree.map(lambda w: jax.lax.all_gather(w, "data", tiled=True), params)
+        updates, opt_state = optimizer.update(full_grads, opt_state, full_params)
+        i = jax.lax.axis_index("data")
+        mine = jax.tree.map(lambda u, w: jax.lax.dynamic_slice_in_dim(u, i * w.shape[0], w.shape[0]),
+                            updates, params)
+        return optax.apply_updates(params, mine), opt_state, loss
+
+    @jax.jit
+    def step(params, opt_state, x, y):
+        ps = jax.tree.map(lambda a: P("data"), params)
+        ss = jax.tree.map(lambda a: P(), opt_state)
+        return jax.shard_map(local_step, in_specs=(ps, ss, P("data"), P("data")),
+                             out_specs=(ps, ss, P()), check_vma=False)(params, opt_state, x, y)
+    return step
+'''),
         ],
     },
 }

@@ -185,6 +185,17 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
         return jax.jit(body)(params, opt_state, x, y)
     return train_step
 '''),
+            ("donates params and opt_state: the later cells call it again on params0, "
+             "which the first call deleted",
+             '''def make_train_step(optimizer, loss_fn):
+    """Donating step (fine in a loop that threads its state, not in this chapter)."""
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
+    def train_step(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+    return train_step
+'''),
             ("returns the optimizer state it was given: Adam restarts at every step",
              '''def make_train_step(optimizer, loss_fn):
     """Forgets the new optimizer state."""
