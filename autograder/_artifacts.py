@@ -51,6 +51,9 @@ COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute
 _COLLECTIVE_OP = re.compile(
     r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
     r"collective-permute|all-to-all|collective-broadcast)(?:-start|-done)?\(")
+_COLLECTIVE_COUNT = re.compile(
+    r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
+    r"collective-permute|all-to-all|collective-broadcast)(?:-start)?\(")
 MAX_PROGRAM_BYTES = 16 << 20
 
 
@@ -178,6 +181,17 @@ def _manual_ops(text: str) -> dict:
     return dict(sorted(ops.items()))
 
 
+def collective_counts(hlo_text: str) -> dict[str, int]:
+    r"""How many collective ops of each class the (optimized) HLO holds; ``-start`` forms
+    count as their class, ``-done`` forms not at all (they close the same op).
+
+    >>> collective_counts("%a = f32[8]{0} all-reduce-start(f32[8]{0} %p)\n"
+    ...                   "%b = f32[8]{0} all-reduce-done(f32[8]{0} %a)")
+    {'all-reduce': 1}
+    """
+    return dict(sorted(Counter(m.group(1) for m in _COLLECTIVE_COUNT.finditer(hlo_text)).items()))
+
+
 def collective_classes(hlo_text: str) -> list[str]:
     """The classes of collective ops in (optimized) HLO text, sorted.
 
@@ -254,6 +268,7 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             compiled = jax.jit(exported.call).lower(*call_args, **call_kwargs).compile()
             hlo = compiled.as_text()
             facts["collectives"] = collective_classes(hlo)
+            facts["collective_counts"] = collective_counts(hlo)
             facts["hlo_ops"] = dict(Counter(re.findall(r"= \S+ ([a-z\-]+)\(", hlo)))
             memory = compiled.memory_analysis()
             facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from autograder._feedback import CheckFailure, call_signature, format_failure
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import call_signature, format_failure
 
 
 def _scans(jaxpr, depth: int, out: list) -> None:
@@ -51,10 +52,13 @@ def collect_scan_facts(fn: Callable, args: Sequence = (), kwargs: dict | None = 
     >>> facts["scans"]
     [{'length': 3, 'depth': 0, 'step_rows': [4]}]
     """
-    __tracebackhide__ = True
-    from autograder._jaxpr import count_primitives, trace_jaxpr
+    import jax
 
-    jaxpr = trace_jaxpr(fn, args, kwargs, section=section, static_argnums=static_argnums)
+    from autograder._jaxpr import count_primitives
+
+    del section
+    jaxpr = call(jax.make_jaxpr(fn, static_argnums=tuple(static_argnums)), tuple(args),
+                 kwargs or {}) if callable(fn) else call(fn)
     scans: list = []
     _scans(jaxpr, 0, scans)
     return {"scans": scans, "while": int(count_primitives(jaxpr)["while"])}
@@ -146,10 +150,13 @@ def assert_maps_in_chunks(fn: Callable, args: Sequence, *, n: int, chunk: int,
     """
     __tracebackhide__ = True
     label = name or call_signature(fn, args, kwargs)
-    observed = collect_scan_facts(fn, args, kwargs, static_argnums=static_argnums,
-                                  section=section)
-    message = explain_map_chunks(observed, n=n, chunk=chunk, name=label, section=section,
-                                 hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
-    return observed
+    return run(Check("maps_in_chunks", label,
+                     observe=lambda: collect_scan_facts(fn, args, kwargs,
+                                                        static_argnums=static_argnums),
+                     observe_as="facts",
+                     params=dict(n=n, chunk=chunk, section=section, hint=hint, fix=fix)))
+
+
+@explainer("maps_in_chunks")
+def _explain_maps_in_chunks(observed, expected, *, label, **params):
+    return explain_map_chunks(observed.facts, name=label, **params)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from autograder._feedback import CheckFailure, call_signature, format_failure
-from autograder._numeric import call_student
+from autograder._artifacts import explain_program, program_facts, programs_of
+from autograder._check import Check, explainer, run
+from autograder._feedback import call_signature, format_failure
 
 # One op per match: `all-reduce(` or `all-reduce-start(`; `-done(` closes an async op
 # that `-start(` already counted, and instruction *names* (`%all-reduce.3 =`) are
@@ -165,12 +166,11 @@ def assert_collective_counts(fn: Callable, args: Sequence, *, kwargs: dict | Non
       name, section, hint, fix: how to name the call, the section to reread, and a
         likely cause and a fix that replace the defaults.
 
-    Returns:
-      The counts found (:func:`collect_collective_counts`).
+    Returns nothing: the counts are facts of the program the grader compiles (use
+    :func:`collect_collective_counts` on compiled text for the counts themselves).
 
     >>> import jax.numpy as jnp
     >>> assert_collective_counts(jnp.sin, (jnp.ones(4),), absent=["all-gather"])
-    {}
     >>> assert_collective_counts(jnp.sin, (jnp.ones(4),), at_least={"all-reduce": 1},
     ...                          name="sin(x)")
     Traceback (most recent call last):
@@ -182,22 +182,24 @@ def assert_collective_counts(fn: Callable, args: Sequence, *, kwargs: dict | Non
       fix: print(jax.jit(f).lower(*args).compile().as_text()) and look for the collective
     """
     __tracebackhide__ = True
-    from autograder._hlo import compiled_hlo_text
-
     label = name or call_signature(fn, args, kwargs)
+    # The counts are derived from the exported program, compiled by the grader's
+    # program judge on its own mesh (the kernel does the same in place).
+    run(Check("collective_counts", label, observe=lambda: programs_of((fn, args, kwargs)),
+              observe_as="artifact",
+              params=dict(compile=True, at_least=dict(at_least or {}),
+                          at_most=dict(at_most or {}), absent=list(absent),
+                          section=section, hint=hint, fix=fix)))
 
-    def compile_hlo(*a, **k):
-        return compiled_hlo_text(fn, a, k)
 
-    text, _ = call_student(compile_hlo, tuple(args), kwargs or {}, name=f"compiling {label}",
-                           section=section)
-    observed = collect_collective_counts(text)
-    message = explain_collective_counts(observed, name=label, at_least=at_least,
-                                        at_most=at_most, absent=absent, section=section,
-                                        hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
-    return observed
+@explainer("collective_counts")
+def _explain_collective_counts(observed, expected, *, label, compile=True, section=None,
+                               **params):
+    problem = explain_program(observed, expected, label=label, section=section)
+    if problem:
+        return problem
+    counts = program_facts(observed)[0].get("collective_counts", {})
+    return explain_collective_counts(counts, name=label, section=section, **params)
 
 
 # --------------------------------------------------------------------- placement
@@ -344,15 +346,28 @@ def assert_tree_placed_as(tree: Any, shardings: Any, *, name: str = "result",
     __tracebackhide__ = True
     import jax
 
-    try:
-        observed = collect_tree_placement(tree)
-        expected = collect_tree_placement(tree, shardings)
-    except (ValueError, TypeError) as err:  # the structures differ
-        raise CheckFailure(format_failure(
-            f"{name} has the wrong structure", expected=str(jax.tree.structure(shardings)),
-            got=str(jax.tree.structure(tree)), cause=hint or str(err).splitlines()[0],
-            fix=fix, section=section), rung="type") from None
-    message = explain_tree_placement(observed, expected, name=name, section=section,
-                                     hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="placement")
+    def expect():
+        try:
+            return collect_tree_placement(tree, shardings)
+        except (ValueError, TypeError) as err:  # the structures differ
+            return {"(structure)": {"kind": "structure", "expected":
+                                    str(jax.tree.structure(shardings)),
+                                    "got": str(jax.tree.structure(tree)),
+                                    "why": str(err).splitlines()[0][:300]}}
+
+    run(Check("tree_placed_as", name, observe=lambda: collect_tree_placement(tree),
+              expect=expect, observe_as="facts", expect_as="facts",
+              params=dict(section=section, hint=hint, fix=fix)))
+
+
+@explainer("tree_placed_as")
+def _explain_tree_placed_as(observed, expected, *, label, section=None, hint=None, fix=None,
+                            **_ignored):
+    want = expected.facts if expected is not None else {}
+    broken = want.get("(structure)") if isinstance(want, dict) else None
+    if broken:
+        return format_failure(f"{label} has the wrong structure", expected=broken["expected"],
+                              got=broken["got"], cause=hint or broken["why"], fix=fix,
+                              section=section)
+    return explain_tree_placement(observed.facts, want, name=label, section=section,
+                                  hint=hint, fix=fix)
