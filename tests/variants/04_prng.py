@@ -31,6 +31,15 @@ VARIANTS = {
             ("ignores the seed: the same keys for every seed",
              "def make_keys(seed, n):\n"
              "    return jax.random.split(jax.random.key(0), n)\n"),
+            ("ignores n: always 8 keys (the visible test asks for 8)",
+             "def make_keys(seed, n):\n"
+             "    return jax.random.split(jax.random.key(seed), 8)\n"),
+            ("raw key data instead of typed keys",
+             "def make_keys(seed, n):\n"
+             "    return jax.random.key_data(jax.random.split(jax.random.key(seed), n))\n"),
+            ("n copies of one key: not n different keys",
+             "def make_keys(seed, n):\n"
+             "    return jnp.broadcast_to(jax.random.key(seed), (n,))\n"),
         ],
     },
     "04_prng_example_keys": {
@@ -50,6 +59,13 @@ VARIANTS = {
             ("folds in the position in the batch, not the id",
              "def example_keys(key, ids):\n"
              "    return jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(ids.shape[0]))\n"),
+            ("splits the run's key first: consumes it, so the next batch reuses it",
+             "def example_keys(key, ids):\n"
+             "    base, _ = jax.random.split(key)\n"
+             "    return jax.vmap(lambda i: jax.random.fold_in(base, i))(ids)\n"),
+            ("folds in the first id, then splits by position",
+             "def example_keys(key, ids):\n"
+             "    return jax.random.split(jax.random.fold_in(key, ids[0]), ids.shape[0])\n"),
         ],
     },
     "04_prng_init_mlp": {
@@ -88,6 +104,18 @@ VARIANTS = {
              "    keys = jax.random.split(jax.random.key(0), len(sizes) - 1)\n"
              "    return [{'w': jax.random.normal(k, (m, n)) / jnp.sqrt(m), 'b': jnp.zeros(n)}\n"
              "            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]\n"),
+            ("lecun_uniform: the right variance, but uniform, not normal",
+             "def init_mlp(key, sizes):\n"
+             "    init = jax.nn.initializers.lecun_uniform()\n"
+             "    keys = jax.random.split(key, len(sizes) - 1)\n"
+             "    return [{'w': init(k, (m, n), jnp.float32), 'b': jnp.zeros(n)}\n"
+             "            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]\n"),
+            ("bfloat16 weights: the docstring asks for float32",
+             "def init_mlp(key, sizes):\n"
+             "    keys = jax.random.split(key, len(sizes) - 1)\n"
+             "    return [{'w': jax.random.normal(k, (m, n), jnp.bfloat16) / jnp.sqrt(m).astype(jnp.bfloat16),\n"
+             "             'b': jnp.zeros(n, jnp.bfloat16)}\n"
+             "            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]\n"),
         ],
     },
     "04_prng_dropout": {
@@ -110,6 +138,19 @@ VARIANTS = {
              "def dropout(key, x, rate):\n"
              "    keep = jax.random.bernoulli(jax.random.key(0), 1.0 - rate, x.shape)\n"
              "    return jnp.where(keep, x / (1.0 - rate), 0.0)\n"),
+            ("drops an exact number of entries (a permutation), not independent draws",
+             "def dropout(key, x, rate):\n"
+             "    n_keep = int(round((1.0 - rate) * x.size))\n"
+             "    keep = (jax.random.permutation(key, x.size) < n_keep).reshape(x.shape)\n"
+             "    return jnp.where(keep, x / (1.0 - rate), 0.0)\n"),
+            ("one mask per feature, shared by every row of the batch",
+             "def dropout(key, x, rate):\n"
+             "    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape[-1:])\n"
+             "    return jnp.where(keep, x / (1.0 - rate), 0.0)\n"),
+            ("a float32 mask multiplied in: a bfloat16 x comes back as float32",
+             "def dropout(key, x, rate):\n"
+             "    mask = jax.random.bernoulli(key, 1.0 - rate, x.shape).astype(jnp.float32)\n"
+             "    return x * mask / (1.0 - rate)\n"),
         ],
     },
     "04_prng_epoch_batches": {
@@ -147,6 +188,33 @@ VARIANTS = {
              "    rows = jnp.roll(x, shift, axis=0)\n"
              "    nb = x.shape[0] // batch_size\n"
              "    return rows[: nb * batch_size].reshape(nb, batch_size, *x.shape[1:])\n"),
+            ("shuffles each column on its own: rows are torn apart",
+             "def epoch_batches(key, x, epoch, batch_size):\n"
+             "    rows = jax.random.permutation(jax.random.fold_in(key, epoch), x, axis=0, independent=True)\n"
+             "    nb = x.shape[0] // batch_size\n"
+             "    return rows[: nb * batch_size].reshape(nb, batch_size, *x.shape[1:])\n"),
+            ("sorts each batch: the order within a batch is not random",
+             "def epoch_batches(key, x, epoch, batch_size):\n"
+             "    order = jax.random.permutation(jax.random.fold_in(key, epoch), x.shape[0])\n"
+             "    nb = x.shape[0] // batch_size\n"
+             "    batches = order[: nb * batch_size].reshape(nb, batch_size)\n"
+             "    return x[jnp.sort(batches, axis=1)]\n"),
+            ("splits the run's key to get the epoch's key: consumes it, so epoch 1 reuses it",
+             "def epoch_batches(key, x, epoch, batch_size):\n"
+             "    epoch_key = jax.random.split(key, epoch + 1)[epoch]\n"
+             "    order = jax.random.permutation(epoch_key, x.shape[0])\n"
+             "    nb = x.shape[0] // batch_size\n"
+             "    return x[order[: nb * batch_size]].reshape(nb, batch_size, *x.shape[1:])\n"),
+            ("drops the last rows of x before shuffling: the same rows are never used",
+             "def epoch_batches(key, x, epoch, batch_size):\n"
+             "    nb = x.shape[0] // batch_size\n"
+             "    rows = jax.random.permutation(jax.random.fold_in(key, epoch), x[: nb * batch_size])\n"
+             "    return rows.reshape(nb, batch_size, *x.shape[1:])\n"),
+            ("reshapes with -1: a 1-D x gets a trailing axis of 1",
+             "def epoch_batches(key, x, epoch, batch_size):\n"
+             "    order = jax.random.permutation(jax.random.fold_in(key, epoch), x.shape[0])\n"
+             "    nb = x.shape[0] // batch_size\n"
+             "    return x[order[: nb * batch_size]].reshape(nb, batch_size, -1)\n"),
         ],
     },
     "04_prng_bootstrap_means": {
@@ -189,6 +257,16 @@ VARIANTS = {
              "        k, sub = jax.random.split(k)\n"
              "        return k, jnp.mean(x[jax.random.randint(sub, (x.shape[0],), 0, x.shape[0])])\n"
              "    return jax.lax.scan(step, key, None, length=n_boot)[1]\n"),
+            ("a resample size hard-coded to 100 (the visible x has 100 values)",
+             "def bootstrap_means(key, x, n_boot):\n"
+             "    def one(k):\n"
+             "        return jnp.mean(x[jax.random.randint(k, (100,), 0, x.shape[0])])\n"
+             "    return jax.vmap(one)(jax.random.split(key, n_boot))\n"),
+            ("randint's maxval taken as inclusive: the last value is never drawn",
+             "def bootstrap_means(key, x, n_boot):\n"
+             "    def one(k):\n"
+             "        return jnp.mean(x[jax.random.randint(k, (x.shape[0],), 0, x.shape[0] - 1)])\n"
+             "    return jax.vmap(one)(jax.random.split(key, n_boot))\n"),
         ],
     },
 }
