@@ -93,5 +93,20 @@ from autograder._training import assert_train_step_compiles_once
 from autograder._training import collect_epoch_batches
 from autograder._training import collect_step_placement
 from autograder._training import collect_training_run
+# --- 08_autodiff checks ---
+from autograder._autodiff import assert_arrays_at_most
+from autograder._autodiff import assert_memory_reduced
+from autograder._autodiff import assert_node
+from autograder._autodiff import assert_saved_residuals
+from autograder._autodiff import collect_array_sizes
+from autograder._autodiff import collect_memory
+from autograder._autodiff import collect_node
+from autograder._autodiff import collect_saved_residuals
+from autograder._autodiff import explain_array_sizes
+from autograder._autodiff import explain_memory_reduction
+from autograder._autodiff import explain_node
+from autograder._autodiff import explain_saved_residuals
+from autograder._autodiff import export_program
+from autograder._autodiff import export_residuals
 
 __all__ = [name for name in dir() if not name.startswith("_")]
