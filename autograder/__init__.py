@@ -111,5 +111,19 @@ from autograder._parallel import explain_tree_placement
 from autograder._donation import assert_donates_nothing
 from autograder._donation import collect_donated_inputs
 from autograder._donation import explain_donated_inputs
+# --- 08_autodiff checks ---
+from autograder._autodiff import assert_arrays_at_most
+from autograder._autodiff import assert_memory_reduced
+from autograder._autodiff import assert_node
+from autograder._autodiff import assert_saved_residuals
+from autograder._autodiff import collect_array_sizes
+from autograder._autodiff import collect_memory
+from autograder._autodiff import collect_node
+from autograder._autodiff import collect_saved_residuals
+from autograder._autodiff import explain_array_sizes
+from autograder._autodiff import explain_memory_reduction
+from autograder._autodiff import explain_node
+from autograder._autodiff import explain_saved_residuals
+from autograder._autodiff import export_residuals
 
 __all__ = [name for name in dir() if not name.startswith("_")]

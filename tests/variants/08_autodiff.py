@@ -1,0 +1,608 @@
+"""Alternative correct answers and realistic wrong answers for 08_autodiff, keyed by grade_id.
+
+Each code string replaces the whole solution cell. Wrong answers come with the
+reason they are wrong; each must cost exactly its own exercise.
+"""
+
+VARIANTS = {
+    "08_autodiff_jvp_and_vjp": {
+        "correct": [
+            # One forward pass: linearize, then transpose the linear map for J^T u.
+            "def jvp_and_vjp(f, x, v, u):\n"
+            "    y, f_jvp = jax.linearize(f, x)\n"
+            "    (ju,) = jax.linear_transpose(f_jvp, x)(u)\n"
+            "    return y, f_jvp(v), ju\n",
+            # J^T u as the gradient of u . f(x); primals and tangents as lists.
+            "def jvp_and_vjp(f, x, v, u):\n"
+            "    jv = jax.jvp(f, [x], [v])[1]\n"
+            "    ju = jax.grad(lambda z: jnp.vdot(u, f(z)))(x)\n"
+            "    return f(x), jv, ju\n",
+        ],
+        "wrong": [
+            ("forms the Jacobian with jacfwd: right values, but an n x m matrix in the program",
+             "def jvp_and_vjp(f, x, v, u):\n"
+             "    J = jax.jacfwd(f)(x)\n"
+             "    return f(x), J @ v, J.T @ u\n"),
+            ("f_vjp(u) returns a tuple, returned without unpacking",
+             "def jvp_and_vjp(f, x, v, u):\n"
+             "    y, jv = jax.jvp(f, (x,), (v,))\n"
+             "    _, f_vjp = jax.vjp(f, x)\n"
+             "    return y, jv, f_vjp(u)\n"),
+            ("v and u exchanged: pushes u forward and pulls v back",
+             "def jvp_and_vjp(f, x, v, u):\n"
+             "    y, jv = jax.jvp(f, (x,), (u,))\n"
+             "    _, f_vjp = jax.vjp(f, x)\n"
+             "    return y, jv, f_vjp(v)[0]\n"),
+            ("primals and tangents passed bare instead of as tuples",
+             "def jvp_and_vjp(f, x, v, u):\n"
+             "    y, jv = jax.jvp(f, x, v)\n"
+             "    _, f_vjp = jax.vjp(f, x)\n"
+             "    return y, jv, f_vjp(u)[0]\n"),
+            ("J^T u through jacrev: the m x n Jacobian is formed",
+             "def jvp_and_vjp(f, x, v, u):\n"
+             "    y, jv = jax.jvp(f, (x,), (v,))\n"
+             "    return y, jv, u @ jax.jacrev(f)(x)\n"),
+        ],
+    },
+    "08_autodiff_cheap_jacobian": {
+        "correct": [
+            "def cheap_jacobian(f, x):\n"
+            "    n, m = x.size, f(x).size\n"
+            "    if n > m:\n"
+            "        return jax.jacrev(f)(x)\n"
+            "    return jax.jacfwd(f)(x)\n",
+            # By hand: n JVPs for a tall map, m VJPs for a wide one (never an identity matrix).
+            "def cheap_jacobian(f, x):\n"
+            "    y, f_vjp = jax.vjp(f, x)\n"
+            "    n, m = x.shape[0], y.shape[0]\n"
+            "    if n <= m:\n"
+            "        cols = [jax.jvp(f, (x,), (jnp.zeros(n).at[i].set(1.0),))[1] for i in range(n)]\n"
+            "        return jnp.stack(cols, axis=1)\n"
+            "    return jnp.stack([f_vjp(jnp.zeros(m).at[i].set(1.0))[0] for i in range(m)])\n",
+        ],
+        "wrong": [
+            ("always reverse mode: an m x m identity of cotangents for a tall map",
+             "def cheap_jacobian(f, x):\n    return jax.jacrev(f)(x)\n"),
+            ("always forward mode: an n x n identity of tangents for a wide map",
+             "def cheap_jacobian(f, x):\n    return jax.jacfwd(f)(x)\n"),
+            ("the modes exchanged: reverse for tall maps, forward for wide ones",
+             "def cheap_jacobian(f, x):\n"
+             "    n, m = x.shape[0], jax.eval_shape(f, x).shape[0]\n"
+             "    return jax.jacrev(f)(x) if n <= m else jax.jacfwd(f)(x)\n"),
+            ("transposed: an (n, m) array",
+             "def cheap_jacobian(f, x):\n"
+             "    n, m = x.shape[0], jax.eval_shape(f, x).shape[0]\n"
+             "    return (jax.jacfwd(f)(x) if n <= m else jax.jacrev(f)(x)).T\n"),
+            ("reverse mode by hand with vmap over an m x m identity, whatever the shape",
+             "def cheap_jacobian(f, x):\n"
+             "    y, f_vjp = jax.vjp(f, x)\n"
+             "    return jax.vmap(lambda e: f_vjp(e)[0])(jnp.eye(y.shape[0]))\n"),
+        ],
+    },
+    "08_autodiff_hvp": {
+        "correct": [
+            # Reverse-over-reverse: the gradient of <grad f(x), v>.
+            "def hvp(f, x, v):\n"
+            "    return jax.grad(lambda z: jnp.vdot(jax.grad(f)(z), v))(x)\n",
+            "def hvp(f, x, v):\n"
+            "    _, grad_jvp = jax.linearize(jax.grad(f), x)\n"
+            "    return grad_jvp(v)\n",
+        ],
+        "wrong": [
+            ("forms the n x n Hessian first",
+             "def hvp(f, x, v):\n    return jax.hessian(f)(x) @ v\n"),
+            ("the gradient times v, elementwise",
+             "def hvp(f, x, v):\n    return jax.grad(f)(x) * v\n"),
+            ("returns the primal output of the JVP (the gradient), not its tangent",
+             "def hvp(f, x, v):\n    return jax.jvp(jax.grad(f), (x,), (v,))[0]\n"),
+            ("a forward finite difference of the gradient: inaccurate in float32",
+             "def hvp(f, x, v, eps=1e-3):\n"
+             "    return (jax.grad(f)(x + eps * v) - jax.grad(f)(x)) / eps\n"),
+            ("the JVP of f instead of its gradient: a scalar",
+             "def hvp(f, x, v):\n    return jax.jvp(f, (x,), (v,))[1]\n"),
+            ("only the Hessian's diagonal: right for separable f, wrong otherwise",
+             "def hvp(f, x, v):\n    return jnp.diag(jax.hessian(f)(x)) * v\n"),
+        ],
+    },
+    "08_autodiff_gauss_newton_step": {
+        "correct": [
+            # CG written out, with linearize and linear_transpose.
+            "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+            "    r, f_jvp = jax.linearize(residual_fn, x)\n"
+            "    f_t = jax.linear_transpose(f_jvp, x)\n"
+            "    def G(v):\n"
+            "        return f_t(f_jvp(v))[0] + damping * v\n"
+            "    res = -f_t(r)[0]\n"
+            "    d, p, rs = jnp.zeros_like(x), res, res @ res\n"
+            "    for _ in range(iters):\n"
+            "        Gp = G(p)\n"
+            "        alpha = rs / (p @ Gp)\n"
+            "        d, res = d + alpha * p, res - alpha * Gp\n"
+            "        rs_new = res @ res\n"
+            "        p, rs = res + (rs_new / rs) * p, rs_new\n"
+            "    return x + d\n",
+            # The gradient of 0.5 ||r||^2, and cg with its default tolerance.
+            "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+            "    g = jax.grad(lambda z: 0.5 * jnp.sum(residual_fn(z) ** 2))(x)\n"
+            "    _, res_vjp = jax.vjp(residual_fn, x)\n"
+            "    def A(v):\n"
+            "        return res_vjp(jax.jvp(residual_fn, (x,), (v,))[1])[0] + damping * v\n"
+            "    d, _ = jax.scipy.sparse.linalg.cg(A, -g, maxiter=iters)\n"
+            "    return x + d\n",
+        ],
+        "wrong": [
+            ("a gradient step, no curvature",
+             "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+             "    r, res_vjp = jax.vjp(residual_fn, x)\n"
+             "    return x - res_vjp(r)[0]\n"),
+            ("ignores iters: always 10 CG iterations",
+             "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+             "    r, res_vjp = jax.vjp(residual_fn, x)\n"
+             "    A = lambda v: res_vjp(jax.jvp(residual_fn, (x,), (v,))[1])[0] + damping * v\n"
+             "    d, _ = jax.scipy.sparse.linalg.cg(A, -res_vjp(r)[0], maxiter=10)\n"
+             "    return x + d\n"),
+            ("ignores the damping",
+             "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+             "    r, res_vjp = jax.vjp(residual_fn, x)\n"
+             "    A = lambda v: res_vjp(jax.jvp(residual_fn, (x,), (v,))[1])[0]\n"
+             "    d, _ = jax.scipy.sparse.linalg.cg(A, -res_vjp(r)[0], tol=0.0, maxiter=iters)\n"
+             "    return x + d\n"),
+            ("solves G d = +J^T r: the step goes uphill",
+             "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+             "    r, res_vjp = jax.vjp(residual_fn, x)\n"
+             "    A = lambda v: res_vjp(jax.jvp(residual_fn, (x,), (v,))[1])[0] + damping * v\n"
+             "    d, _ = jax.scipy.sparse.linalg.cg(A, res_vjp(r)[0], tol=0.0, maxiter=iters)\n"
+             "    return x + d\n"),
+            ("forms J and J^T J: right values, but an n x n matrix in the program",
+             "def gauss_newton_step(residual_fn, x, iters, damping):\n"
+             "    J = jax.jacfwd(residual_fn)(x)\n"
+             "    G = J.T @ J + damping * jnp.eye(x.shape[0])\n"
+             "    d, _ = jax.scipy.sparse.linalg.cg(G, -J.T @ residual_fn(x), tol=0.0, maxiter=iters)\n"
+             "    return x + d\n"),
+        ],
+    },
+    "08_autodiff_softplus": {
+        "correct": [
+            # The library's stable form (jnp.logaddexp has its own stable derivative).
+            "def softplus(x):\n    return jnp.logaddexp(x, 0.0)\n",
+            # A custom_jvp object defined at the top level, value by a safe where.
+            "@jax.custom_jvp\n"
+            "def softplus(x):\n"
+            "    return jnp.where(x > 20.0, x, jnp.log1p(jnp.exp(jnp.minimum(x, 20.0))))\n"
+            "\n"
+            "@softplus.defjvp\n"
+            "def _softplus_jvp(primals, tangents):\n"
+            "    (x,), (t,) = primals, tangents\n"
+            "    return softplus(x), t * jax.nn.sigmoid(x)\n",
+        ],
+        "wrong": [
+            ("the naive formula: exp overflows, the value is inf at x = 100",
+             "def softplus(x):\n    return jnp.log1p(jnp.exp(x))\n"),
+            ("a where fixes the value, but the automatic derivative is NaN at large x",
+             "def softplus(x):\n    return jnp.where(x > 30.0, x, jnp.log1p(jnp.exp(x)))\n"),
+            ("a custom rule exp(x) / (1 + exp(x)): inf / inf = NaN at large x",
+             "def softplus(x):\n"
+             "    @jax.custom_jvp\n"
+             "    def sp(x):\n"
+             "        return jnp.logaddexp(x, 0.0)\n"
+             "    @sp.defjvp\n"
+             "    def sp_jvp(primals, tangents):\n"
+             "        (x,), (t,) = primals, tangents\n"
+             "        return sp(x), jnp.exp(x) / (1.0 + jnp.exp(x)) * t\n"
+             "    return sp(x)\n"),
+            ("the rule ignores the tangent: not linear in t, so every gradient is 0",
+             "def softplus(x):\n"
+             "    @jax.custom_jvp\n"
+             "    def sp(x):\n"
+             "        return jnp.logaddexp(x, 0.0)\n"
+             "    @sp.defjvp\n"
+             "    def sp_jvp(primals, tangents):\n"
+             "        (x,), _ = primals, tangents\n"
+             "        return sp(x), jax.nn.sigmoid(x)\n"
+             "    return sp(x)\n"),
+            ("the rule returns the naive primal: jax.jvp's value is inf at large x",
+             "def softplus(x):\n"
+             "    @jax.custom_jvp\n"
+             "    def sp(x):\n"
+             "        return jnp.logaddexp(x, 0.0)\n"
+             "    @sp.defjvp\n"
+             "    def sp_jvp(primals, tangents):\n"
+             "        (x,), (t,) = primals, tangents\n"
+             "        return jnp.log1p(jnp.exp(x)), jax.nn.sigmoid(x) * t\n"
+             "    return sp(x)\n"),
+            ("the rule's tangent is finite but its own derivative is NaN (a where of exp)",
+             "def softplus(x):\n"
+             "    @jax.custom_jvp\n"
+             "    def sp(x):\n"
+             "        return jnp.logaddexp(x, 0.0)\n"
+             "    @sp.defjvp\n"
+             "    def sp_jvp(primals, tangents):\n"
+             "        (x,), (t,) = primals, tangents\n"
+             "        s = jnp.where(x > 0, 1.0 / (1.0 + jnp.exp(-x)), jnp.exp(x) / (1.0 + jnp.exp(x)))\n"
+             "        return sp(x), s * t\n"
+             "    return sp(x)\n"),
+        ],
+    },
+    "08_autodiff_clip_gradient_norm": {
+        "correct": [
+            # optax's clip_by_global_norm inside the backward pass, max_norm closed over.
+            "def clip_gradient_norm(x, max_norm):\n"
+            "    @jax.custom_vjp\n"
+            "    def ident(x):\n"
+            "        return x\n"
+            "    def fwd(x):\n"
+            "        return x, None\n"
+            "    def bwd(_, g):\n"
+            "        clipped, _ = optax.clip_by_global_norm(max_norm).update(g, optax.EmptyState())\n"
+            "        return (clipped,)\n"
+            "    ident.defvjp(fwd, bwd)\n"
+            "    return ident(x)\n",
+            "def clip_gradient_norm(x, max_norm):\n"
+            "    @jax.custom_vjp\n"
+            "    def ident(x):\n"
+            "        return x\n"
+            "    def bwd(_, g):\n"
+            "        norm = jnp.linalg.norm(g.ravel())\n"
+            "        return (jnp.where(norm > max_norm, g * (max_norm / jnp.maximum(norm, 1e-30)), g),)\n"
+            "    ident.defvjp(lambda x: (x, None), bwd)\n"
+            "    return ident(x)\n",
+        ],
+        "wrong": [
+            ("clips each entry to [-max_norm, max_norm] instead of the norm",
+             "def clip_gradient_norm(x, max_norm):\n"
+             "    @jax.custom_vjp\n"
+             "    def ident(x):\n"
+             "        return x\n"
+             "    ident.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -max_norm, max_norm),))\n"
+             "    return ident(x)\n"),
+            ("always rescales to max_norm, also short cotangents",
+             "def clip_gradient_norm(x, max_norm):\n"
+             "    @jax.custom_vjp\n"
+             "    def ident(x):\n"
+             "        return x\n"
+             "    ident.defvjp(lambda x: (x, None),\n"
+             "                 lambda _, g: (g * max_norm / jnp.sqrt(jnp.sum(g ** 2)),))\n"
+             "    return ident(x)\n"),
+            ("g / ||g|| * min(||g||, max_norm): 0 / 0 = NaN for a zero cotangent",
+             "def clip_gradient_norm(x, max_norm):\n"
+             "    @jax.custom_vjp\n"
+             "    def ident(x):\n"
+             "        return x\n"
+             "    def bwd(_, g):\n"
+             "        norm = jnp.sqrt(jnp.sum(g ** 2))\n"
+             "        return (g / norm * jnp.minimum(norm, max_norm),)\n"
+             "    ident.defvjp(lambda x: (x, None), bwd)\n"
+             "    return ident(x)\n"),
+            ("clips the value in the forward pass; the backward pass is the chain rule",
+             "def clip_gradient_norm(x, max_norm):\n"
+             "    norm = jnp.sqrt(jnp.sum(x ** 2))\n"
+             "    return x * jnp.minimum(1.0, max_norm / norm)\n"),
+            ("max_norm ignored: always clips to norm 1",
+             "def clip_gradient_norm(x, max_norm):\n"
+             "    @jax.custom_vjp\n"
+             "    def ident(x):\n"
+             "        return x\n"
+             "    def bwd(_, g):\n"
+             "        norm = jnp.sqrt(jnp.sum(g ** 2))\n"
+             "        return (g * jnp.minimum(1.0, 1.0 / jnp.where(norm > 0, norm, 1.0)),)\n"
+             "    ident.defvjp(lambda x: (x, None), bwd)\n"
+             "    return ident(x)\n"),
+        ],
+    },
+    "08_autodiff_binarize": {
+        "correct": [
+            # stop_gradient, twice: x flows where |x| <= 1, a constant elsewhere.
+            "def binarize(x):\n"
+            "    s = jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"
+            "    through = jnp.where(jnp.abs(x) <= 1.0, x, jax.lax.stop_gradient(x))\n"
+            "    return through + jax.lax.stop_gradient(s - through)\n",
+            # A custom JVP: the tangent passes in the window; reverse mode transposes it.
+            "@jax.custom_jvp\n"
+            "def binarize(x):\n"
+            "    return jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"
+            "\n"
+            "@binarize.defjvp\n"
+            "def _binarize_jvp(primals, tangents):\n"
+            "    (x,), (t,) = primals, tangents\n"
+            "    return binarize(x), jnp.where(jnp.abs(x) <= 1.0, t, jnp.zeros_like(t))\n",
+        ],
+        "wrong": [
+            ("no estimator: the gradient of a where of constants is 0",
+             "def binarize(x):\n    return jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"),
+            ("identity STE without the window: the gradient passes for |x| > 1 too",
+             "def binarize(x):\n"
+             "    s = jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"
+             "    return x + jax.lax.stop_gradient(s - x)\n"),
+            ("jnp.sign: 0 maps to 0, not +1",
+             "def binarize(x):\n"
+             "    @jax.custom_vjp\n"
+             "    def b(x):\n"
+             "        return jnp.sign(x)\n"
+             "    b.defvjp(lambda x: (jnp.sign(x), x), lambda x, g: (jnp.where(jnp.abs(x) <= 1.0, g, 0.0),))\n"
+             "    return b(x)\n"),
+            ("a strict window |x| < 1: the cotangent is dropped at |x| = 1",
+             "def binarize(x):\n"
+             "    @jax.custom_vjp\n"
+             "    def b(x):\n"
+             "        return jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"
+             "    b.defvjp(lambda x: (b(x), x), lambda x, g: (jnp.where(jnp.abs(x) < 1.0, g, 0.0),))\n"
+             "    return b(x)\n"),
+            ("the clip trick: jnp.clip's derivative is 0.5 at |x| = 1",
+             "def binarize(x):\n"
+             "    c = jnp.clip(x, -1.0, 1.0)\n"
+             "    return c + jax.lax.stop_gradient(jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype) - c)\n"),
+            ("the backward pass returns the window, not g times the window",
+             "def binarize(x):\n"
+             "    @jax.custom_vjp\n"
+             "    def b(x):\n"
+             "        return jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"
+             "    b.defvjp(lambda x: (b(x), x),\n"
+             "             lambda x, g: (jnp.where(jnp.abs(x) <= 1.0, 1.0, 0.0).astype(g.dtype),))\n"
+             "    return b(x)\n"),
+        ],
+    },
+    "08_autodiff_fixed_point": {
+        "correct": [
+            # The JAX docs' pattern: f as a non-differentiable argument of a top-level custom_vjp.
+            "def _iterate(g, x0):\n"
+            "    def cond(c):\n"
+            "        return (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+            "    return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
+            "\n"
+            "@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))\n"
+            "def fixed_point(f, theta, x_init):\n"
+            "    return _iterate(lambda x: f(theta, x), x_init)\n"
+            "\n"
+            "def _fp_fwd(f, theta, x_init):\n"
+            "    x_star = fixed_point(f, theta, x_init)\n"
+            "    return x_star, (theta, x_star)\n"
+            "\n"
+            "def _fp_bwd(f, res, x_bar):\n"
+            "    theta, x_star = res\n"
+            "    _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+            "    _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n"
+            "    w = _iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
+            "    return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
+            "\n"
+            "fixed_point.defvjp(_fp_fwd, _fp_bwd)\n",
+            # The adjoint by a dense solve of (I - df/dx)^T w = x_bar (fine for small n).
+            "def fixed_point(f, theta, x_init):\n"
+            "    def run(theta, x0):\n"
+            "        def cond(c):\n"
+            "            return (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+            "        body = lambda c: (c[1], f(theta, c[1]), c[2] + 1)\n"
+            "        return lax.while_loop(cond, body, (x0, f(theta, x0), 1))[1]\n"
+            "    solve = jax.custom_vjp(run)\n"
+            "    def fwd(theta, x0):\n"
+            "        x_star = run(theta, x0)\n"
+            "        return x_star, (theta, x_star)\n"
+            "    def bwd(res, x_bar):\n"
+            "        theta, x_star = res\n"
+            "        Jx = jax.jacfwd(lambda x: f(theta, x))(x_star)\n"
+            "        w = jnp.linalg.solve(jnp.eye(x_star.shape[0]) - Jx.T, x_bar)\n"
+            "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+            "        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
+            "    solve.defvjp(fwd, bwd)\n"
+            "    return solve(theta, x_init)\n",
+        ],
+        "wrong": [
+            ("a plain while_loop: reverse-mode differentiation raises",
+             "def fixed_point(f, theta, x_init):\n"
+             "    def cond(c):\n"
+             "        return jnp.max(jnp.abs(c[1] - c[0])) > 1e-6\n"
+             "    return lax.while_loop(cond, lambda c: (c[1], f(theta, c[1])), (x_init, f(theta, x_init)))[1]\n"),
+            ("20 iterations with fori_loop: differentiable, but not converged for a slow contraction",
+             "def fixed_point(f, theta, x_init):\n"
+             "    return lax.fori_loop(0, 20, lambda i, x: f(theta, x), x_init)\n"),
+            ("the backward pass keeps only the direct term (df/dtheta)^T x_bar",
+             "def fixed_point(f, theta, x_init):\n"
+             "    def run(theta, x0):\n"
+             "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+             "        return lax.while_loop(cond, lambda c: (c[1], f(theta, c[1]), c[2] + 1),\n"
+             "                              (x0, f(theta, x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(run)\n"
+             "    def fwd(theta, x0):\n"
+             "        x_star = run(theta, x0)\n"
+             "        return x_star, (theta, x_star)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x_star = res\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+             "        return vjp_theta(x_bar)[0], jnp.zeros_like(x_star)\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+            ("the backward pass linearizes f at x_init instead of at x*",
+             "def fixed_point(f, theta, x_init):\n"
+             "    def iterate(g, x0):\n"
+             "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+             "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(lambda theta, x0: iterate(lambda x: f(theta, x), x0))\n"
+             "    def fwd(theta, x0):\n"
+             "        return iterate(lambda x: f(theta, x), x0), (theta, x0)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x0 = res\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x0), theta)\n"
+             "        _, vjp_x = jax.vjp(lambda x: f(theta, x), x0)\n"
+             "        w = iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
+             "        return vjp_theta(w)[0], jnp.zeros_like(x0)\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+            ("the adjoint iteration uses df/dx (a JVP) instead of its transpose",
+             "def fixed_point(f, theta, x_init):\n"
+             "    def iterate(g, x0):\n"
+             "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+             "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(lambda theta, x0: iterate(lambda x: f(theta, x), x0))\n"
+             "    def fwd(theta, x0):\n"
+             "        x_star = iterate(lambda x: f(theta, x), x0)\n"
+             "        return x_star, (theta, x_star)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x_star = res\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+             "        jvp_x = lambda w: jax.jvp(lambda x: f(theta, x), (x_star,), (w,))[1]\n"
+             "        w = iterate(lambda w: x_bar + jvp_x(w), x_bar)\n"
+             "        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+            ("passes the cotangent on to x_init: x* does not depend on the start",
+             "def fixed_point(f, theta, x_init):\n"
+             "    def iterate(g, x0):\n"
+             "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+             "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(lambda theta, x0: iterate(lambda x: f(theta, x), x0))\n"
+             "    def fwd(theta, x0):\n"
+             "        x_star = iterate(lambda x: f(theta, x), x0)\n"
+             "        return x_star, (theta, x_star)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x_star = res\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+             "        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n"
+             "        w = iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
+             "        return vjp_theta(w)[0], w\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+        ],
+    },
+    "08_autodiff_remat_stack_loss": {
+        "correct": [
+            "def remat_stack_loss(params, x):\n"
+            "    h, _ = lax.scan(jax.remat(block, prevent_cse=False), x, params)\n"
+            "    return jnp.mean(h ** 2)\n",
+            "def remat_stack_loss(params, x):\n"
+            "    @functools.partial(jax.checkpoint, policy=jax.checkpoint_policies.nothing_saveable)\n"
+            "    def body(h, layer):\n"
+            "        return block(h, layer)\n"
+            "    h, _ = lax.scan(body, x, params)\n"
+            "    return jnp.mean(h ** 2)\n",
+        ],
+        "wrong": [
+            ("no checkpoint: every block's activations are kept",
+             "def remat_stack_loss(params, x):\n"
+             "    h, _ = lax.scan(block, x, params)\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("checkpoints the whole loss: the backward pass recomputes everything, then keeps it all",
+             "def remat_stack_loss(params, x):\n"
+             "    return jax.checkpoint(stack_loss)(params, x)\n"),
+            ("checkpointed blocks in an unrolled Python loop: XLA reschedules the recomputation",
+             "def remat_stack_loss(params, x):\n"
+             "    h = x\n"
+             "    for i in range(params['w1'].shape[0]):\n"
+             "        h, _ = jax.checkpoint(block)(h, {'w1': params['w1'][i], 'w2': params['w2'][i]})\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("checkpoint with everything_saveable: nothing is recomputed",
+             "def remat_stack_loss(params, x):\n"
+             "    body = jax.checkpoint(block, policy=jax.checkpoint_policies.everything_saveable)\n"
+             "    h, _ = lax.scan(body, x, params)\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("checkpoints only the gelu: its input and output are still kept per layer",
+             "def remat_stack_loss(params, x):\n"
+             "    def body(h, layer):\n"
+             "        z = h @ layer['w1']\n"
+             "        return h + jax.checkpoint(jax.nn.gelu)(z) @ layer['w2'], None\n"
+             "    h, _ = lax.scan(body, x, params)\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("the dots policy: keeps the pre-activations, 3x less memory instead of 4x",
+             "def remat_stack_loss(params, x):\n"
+             "    body = jax.checkpoint(block, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)\n"
+             "    h, _ = lax.scan(body, x, params)\n"
+             "    return jnp.mean(h ** 2)\n"),
+        ],
+    },
+    "08_autodiff_make_checkpointed_loss": {
+        "correct": [
+            "def make_checkpointed_loss(policy):\n"
+            "    body = jax.remat(block, policy=policy, prevent_cse=False)\n"
+            "    def loss(params, x):\n"
+            "        return jnp.mean(lax.scan(body, x, params)[0] ** 2)\n"
+            "    return loss\n",
+            "def make_checkpointed_loss(policy):\n"
+            "    def body(h, layer):\n"
+            "        return jax.checkpoint(block, policy=policy)(h, layer)\n"
+            "    def loss(params, x):\n"
+            "        h, _ = lax.scan(body, x, params)\n"
+            "        return jnp.mean(h ** 2)\n"
+            "    return loss\n",
+        ],
+        "wrong": [
+            ("the policy is ignored: always nothing_saveable",
+             "def make_checkpointed_loss(policy):\n"
+             "    def loss(params, x):\n"
+             "        h, _ = lax.scan(jax.checkpoint(block), x, params)\n"
+             "        return jnp.mean(h ** 2)\n"
+             "    return loss\n"),
+            ("the policy applied to the whole loss, not to each block",
+             "def make_checkpointed_loss(policy):\n"
+             "    return jax.checkpoint(stack_loss, policy=policy)\n"),
+            ("no checkpoint at all",
+             "def make_checkpointed_loss(policy):\n"
+             "    return stack_loss\n"),
+            ("the policy passed positionally: jax.checkpoint takes it by keyword only",
+             "def make_checkpointed_loss(policy):\n"
+             "    def loss(params, x):\n"
+             "        h, _ = lax.scan(jax.checkpoint(block, policy), x, params)\n"
+             "        return jnp.mean(h ** 2)\n"
+             "    return loss\n"),
+            ("an unrolled Python loop over the layers: per-layer residuals, not stacked ones",
+             "def make_checkpointed_loss(policy):\n"
+             "    def loss(params, x):\n"
+             "        h = x\n"
+             "        for i in range(params['w1'].shape[0]):\n"
+             "            layer = {'w1': params['w1'][i], 'w2': params['w2'][i]}\n"
+             "            h, _ = jax.checkpoint(block, policy=policy)(h, layer)\n"
+             "        return jnp.mean(h ** 2)\n"
+             "    return loss\n"),
+        ],
+    },
+    "08_autodiff_pytree_dataclass": {
+        "correct": [
+            # register_pytree_node with flatten / unflatten by keyword.
+            "def pytree_dataclass(cls, meta_fields=()):\n"
+            "    names = [f.name for f in dataclasses.fields(cls)]\n"
+            "    data = [n for n in names if n not in meta_fields]\n"
+            "    def flatten(obj):\n"
+            "        return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta_fields)\n"
+            "    def unflatten(aux, children):\n"
+            "        return cls(**dict(zip(data, children)), **dict(zip(meta_fields, aux)))\n"
+            "    jax.tree_util.register_pytree_node(cls, flatten, unflatten)\n"
+            "    return cls\n",
+            # With keys, so tree paths name the fields.
+            "def pytree_dataclass(cls, meta_fields=()):\n"
+            "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+            "    meta = tuple(meta_fields)\n"
+            "    def flatten_with_keys(obj):\n"
+            "        children = [(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data]\n"
+            "        return children, tuple(getattr(obj, n) for n in meta)\n"
+            "    def unflatten(aux, children):\n"
+            "        return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))\n"
+            "    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten)\n"
+            "    return cls\n",
+        ],
+        "wrong": [
+            ("meta fields registered as data: a string becomes a leaf",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    names = [f.name for f in dataclasses.fields(cls)]\n"
+             "    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])\n"),
+            ("unflatten drops the meta fields: they come back as their defaults",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    jax.tree_util.register_pytree_node(\n"
+             "        cls, lambda obj: ([getattr(obj, n) for n in data], None),\n"
+             "        lambda aux, children: cls(**dict(zip(data, children))))\n"
+             "    return cls\n"),
+            ("data fields sorted by name, not in declaration order",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = sorted(f.name for f in dataclasses.fields(cls) if f.name not in meta_fields)\n"
+             "    return jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=list(meta_fields))\n"),
+            ("registers the class but returns None",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=list(meta_fields))\n"),
+            ("unflatten passes data then meta positionally: wrong when a meta field sits between data fields",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    jax.tree_util.register_pytree_node(\n"
+             "        cls, lambda obj: ([getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta_fields)),\n"
+             "        lambda aux, children: cls(*children, *aux))\n"
+             "    return cls\n"),
+        ],
+    },
+}
