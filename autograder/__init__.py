@@ -110,9 +110,9 @@ from autograder._exported import dot_facts
 from autograder._exported import exported_text
 from autograder._exported import scope_facts
 from autograder._recompiles import assert_cache_miss_report
-from autograder._recompiles import assert_compiles_once_each
+from autograder._recompiles import assert_no_retraces
 from autograder._recompiles import collect_cache_miss_report
-from autograder._recompiles import collect_compile_names
+from autograder._recompiles import collect_retraces
 from autograder._traces import assert_profile_written
 from autograder._traces import collect_profile
 from autograder._traces import read_trace_events

@@ -108,12 +108,36 @@ def explain_flags(observed: dict, expected: dict, *, what: str, section: str | N
         section=section)
 
 
+def _reset_flags_when_cell_ends() -> None:
+    """In a notebook, puts the course flags back to their defaults when the running
+    cell ends, pass or fail, so a check that failed halfway leaves no flag on."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # plain Python: nothing runs "after the cell"
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def reset(result=None):
+        del result
+        restore_flags(COURSE_FLAGS)
+        try:
+            shell.events.unregister("post_run_cell", reset)
+        except ValueError:
+            pass
+
+    shell.events.register("post_run_cell", reset)
+
+
 def assert_flags_at_defaults(*, section: str | None = None, hint: str | None = None,
                              fix: str | None = None) -> None:
     """Puts every course flag back to its default, then fails if one was not there.
 
     Test cells call it first, so a flag a solution cell left on is reported by its
-    own exercise and turned off before any later cell runs.
+    own exercise and turned off before any later cell runs. In a notebook it also
+    turns them off again when the test cell ends, whether or not its checks passed:
+    a student's function that leaves a flag on cannot break the cells after it.
 
     >>> assert_flags_at_defaults()
     >>> import jax
@@ -129,6 +153,7 @@ def assert_flags_at_defaults(*, section: str | None = None, hint: str | None = N
     __tracebackhide__ = True
     observed = collect_flags()
     restore_flags(COURSE_FLAGS)
+    _reset_flags_when_cell_ends()
     message = explain_flags(
         observed, COURSE_FLAGS, what="when this test cell started",
         section=section,
