@@ -105,7 +105,7 @@ def collect_retraces(fn: Callable, calls: Sequence) -> list[dict]:
 
 
 _WHY = (  # (text in an explanation, cause, fix)
-    ("re-defined repeatedly", "a new function object on every step: jax.jit of a lambda, "
+    ("never seen function", "a new function object on every step: jax.jit of a lambda, "
      "a nested def or a functools.partial created inside the loop",
      "create the jitted function once, before the loop (or at top level)"),
     ("weak_type", "a Python number and an array take turns as the same argument (a "

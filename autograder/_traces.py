@@ -2,11 +2,11 @@
 
 ``jax.profiler.trace(log_dir, create_perfetto_trace=True)`` writes
 ``log_dir/plugins/profile/<run>/perfetto_trace.json.gz``: gzip-compressed JSON in the
-Chrome trace-event format, ``{"traceEvents": [...]}``. On every backend, XLA op
-executions are complete events (``"ph": "X"``) whose ``args`` carry ``hlo_module``
-(``jit_step``), ``hlo_op`` and ``run_id`` (one id per execution of the module);
-``jax.profiler.StepTraceAnnotation(name, step_num=i)`` adds an event named ``name``
-with ``args.step_num``.
+Chrome trace-event format, ``{"traceEvents": [...]}``. On the CPU backend (checked with
+jax 0.12.0.1), XLA op executions are complete events (``"ph": "X"``) whose ``args``
+carry ``hlo_module`` (``jit_step``), ``hlo_op`` and ``run_id`` (one id per execution
+of the module); ``jax.profiler.StepTraceAnnotation(name, step_num=i)`` adds an event
+named ``name`` with ``args.step_num``.
 
 :func:`trace_facts` derives facts from the file's *bytes*, never from the live
 program, so the trusted grader can compute them outside the student's process from
