@@ -77,7 +77,11 @@ def collect_profile(fn: Callable, args: Sequence, *, log_dir: str) -> dict:
     "newest": bool, "result": ...}``, or ``{"problem": text}``. ``newest`` says the
     path is the most recent trace file under ``log_dir``.
     """
+    import jax
+
     label = f"{getattr(fn, '__name__', 'fn')}(...)"
+    # Work still queued from before (computing the inputs) must not land in the trace.
+    jax.block_until_ready([a for a in jax.tree.leaves(args) if isinstance(a, jax.Array)])
     out, captured = call_student(fn, tuple(args), name=label)
     report_captured(captured, label)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
