@@ -340,6 +340,14 @@ def collect_checkify_errors(fn: Callable, cases: Sequence[Sequence], *,
     Returns one dict per call: ``{"error": str or None, "value": array}`` when the
     call returned a checkify ``Error`` first, or ``{"problem": text}`` when it did not
     (it raised, or returned something else).
+
+    >>> import jax.numpy as jnp
+    >>> from jax.experimental import checkify
+    >>> def inverse(x):
+    ...     return checkify.checkify(lambda x: 1.0 / x, errors=checkify.div_checks)(x)
+    >>> [r["error"] for r in collect_checkify_errors(inverse, [(jnp.float32(2),),
+    ...                                                      (jnp.float32(0),)])]
+    [None, 'division by zero']
     """
     import jax
 
@@ -520,6 +528,15 @@ def collect_callback_log(make: Callable, fn: Callable, inputs: Sequence, *,
 
     Returns ``{"entries": [...], "outputs": [...]}``: each log entry as a float, or as
     a description when it is not a number (a tracer, a list); the outputs of ``g``.
+
+    >>> import jax.numpy as jnp
+    >>> def leaky(fn, log):                 # appends a tracer once, at trace time
+    ...     def g(x):
+    ...         log.append(fn(x).sum())
+    ...         return fn(x)
+    ...     return g
+    >>> collect_callback_log(leaky, jnp.sin, [jnp.ones(2), jnp.zeros(2)])["entries"]
+    ['<DynamicJaxprTracer>']
     """
     import jax
     import jax.numpy as jnp

@@ -24,7 +24,13 @@ _DOT = re.compile(r"stablehlo\.dot_general\b.*:\s*\((tensor<[^>]*>),\s*(tensor<[
 
 def exported_text(fn: Callable, args: Sequence, *, name: str | None = None,
                   section: str | None = None) -> str:
-    """The StableHLO text (with locations) of ``jax.jit(fn)`` exported at ``args``."""
+    """The StableHLO text (with locations) of ``jax.jit(fn)`` exported at ``args``.
+
+    >>> import jax.numpy as jnp
+    >>> text = exported_text(lambda x: jnp.sin(x) * 2, (jnp.ones(3),))
+    >>> "stablehlo.sine" in text and '"jit(<lambda>)/sin"' in text
+    True
+    """
     __tracebackhide__ = True
     import jax
 

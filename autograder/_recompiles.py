@@ -231,7 +231,16 @@ def stable_miss_lines(message: str) -> list[str]:
 
 
 def collect_jax_explanations(make_target: Callable, calls: Sequence) -> list[str]:
-    """What JAX logs, with ``jax_explain_cache_misses`` on, for ``calls`` of a new target."""
+    """What JAX logs, with ``jax_explain_cache_misses`` on, for ``calls`` of a new target.
+
+    >>> import jax, jax.numpy as jnp
+    >>> def make():
+    ...     def double(v):
+    ...         return 2 * v
+    ...     return jax.jit(double)
+    >>> [stable_miss_lines(m) for m in collect_jax_explanations(make, [(jnp.ones(2),)])]
+    [['never seen function']]
+    """
     import jax
 
     target = make_target()

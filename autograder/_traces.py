@@ -178,6 +178,23 @@ def assert_profile_written(fn: Callable, args: Sequence, *, log_dir: str, module
 
     Returns:
       The first element ``fn`` returned, for value checks.
+
+    >>> import glob, os, tempfile, jax, jax.numpy as jnp
+    >>> @jax.jit
+    ... def step(w, b):
+    ...     return w + b
+    >>> def profile(step, w, batches, log_dir):
+    ...     with jax.profiler.trace(log_dir, create_perfetto_trace=True):
+    ...         for i, b in enumerate(batches):
+    ...             with jax.profiler.StepTraceAnnotation("train", step_num=i):
+    ...                 w = step(w, b)
+    ...         jax.block_until_ready(w)
+    ...     return w, glob.glob(os.path.join(log_dir, "plugins", "profile", "*",
+    ...                                      "perfetto_trace.json.gz"))[0]
+    >>> log_dir = tempfile.mkdtemp()
+    >>> assert_profile_written(profile, (step, jnp.zeros(2), [jnp.ones(2)] * 2, log_dir),
+    ...                        log_dir=log_dir, module="jit_step", runs=2)
+    Array([2., 2.], dtype=float32)
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", type(fn).__name__)
