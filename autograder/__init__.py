@@ -95,15 +95,15 @@ from autograder._training import collect_step_placement
 from autograder._training import collect_training_run
 
 # --- 09_debugging checks ---
-from autograder._debugging import COURSE_FLAGS
+from autograder._checkify import assert_checkify_errors
+from autograder._checkify import collect_checkify_errors
 from autograder._debugging import assert_callback_log
-from autograder._debugging import assert_checkify_errors
-from autograder._debugging import assert_flags_at_defaults
-from autograder._debugging import assert_flags_restored
 from autograder._debugging import assert_plain_result
 from autograder._debugging import collect_callback_log
-from autograder._debugging import collect_checkify_errors
-from autograder._debugging import collect_flags
+from autograder._flags import COURSE_FLAGS
+from autograder._flags import assert_flags_at_defaults
+from autograder._flags import assert_flags_restored
+from autograder._flags import collect_flags
 from autograder._exported import assert_dot_dtypes
 from autograder._exported import assert_named_scopes
 from autograder._exported import dot_facts

@@ -21,7 +21,7 @@ import re
 from typing import Callable, Iterator, Sequence
 
 from autograder._compile import collect_compilations
-from autograder._debugging import collect_flags, restore_flags
+from autograder._flags import collect_flags, restore_flags
 from autograder._feedback import CheckFailure, call_signature, format_failure
 from autograder._numeric import call_student
 from autograder._quiet import quiet, report_captured

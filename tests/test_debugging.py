@@ -1,5 +1,5 @@
-"""Tests for the debugging chapter's checks (09_debugging): autograder._debugging,
-_recompiles, _traces and _exported.
+"""Tests for the debugging chapter's checks (09_debugging): autograder._flags,
+_debugging, _checkify, _recompiles, _traces and _exported.
 
 Each check passes on a correct input and fails, with its teaching message asserted,
 on the realistic mistake it exists to catch. The explain_* functions are also fed
@@ -25,7 +25,8 @@ from autograder import (COURSE_FLAGS, CheckFailure, assert_cache_miss_report,
                         assert_no_retraces, assert_plain_result, assert_profile_written,
                         collect_checkify_errors, collect_flags, collect_retraces, dot_facts,
                         read_trace_events, scope_facts, trace_facts)
-from autograder._debugging import explain_callback_log, explain_plain, split_mapped_errors
+from autograder._checkify import explain_checkify_errors, split_mapped_errors
+from autograder._debugging import explain_callback_log, explain_plain
 from autograder._exported import explain_dots, explain_scopes
 from autograder._recompiles import (describe_miss, explain_cache_miss_report,
                                     explain_retraces, stable_miss_lines)
@@ -180,7 +181,6 @@ def test_swapped_outputs_and_throw_inside_are_problems_not_crashes():
 def test_split_mapped_errors_and_vmap_judgement_on_plain_data():
     text = "at mapped index 1: division by zero\nat mapped index 2: out-of-bounds indexing"
     assert split_mapped_errors(text) == {1: "division by zero", 2: "out-of-bounds indexing"}
-    from autograder._debugging import explain_checkify_errors
     assert explain_checkify_errors(_roundtrip([{"error": text}]),
                                    [None, "division by zero", "out-of-bounds"],
                                    name="f", vmap=True) is None
