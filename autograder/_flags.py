@@ -14,6 +14,7 @@ from autograder._feedback import CheckFailure, call_signature, format_failure
 from autograder._numeric import call_student
 from autograder._quiet import report_captured
 
+# The values every cell of the course may assume (what course.setup() leaves).
 COURSE_FLAGS = {
     "jax_debug_nans": False,
     "jax_debug_infs": False,
