@@ -149,8 +149,10 @@ def explain_profile(observed: dict, facts: dict | None, *, module: str, runs: in
                      "ends are not recorded")
             default_fix = "call jax.block_until_ready(state) inside the `with` block, at its end"
         else:
-            cause = "the step ran more often inside the trace than once per batch (a warm-up call inside it?)"
-            default_fix = "warm up (compile) before entering the trace, and run one step per batch inside"
+            cause = ("the step ran more often inside the trace than once per batch (a warm-up "
+                     "call inside it?)")
+            default_fix = ("warm up (compile) before entering the trace, and run one step per "
+                           "batch inside")
         return format_failure(
             f"the trace written by {name} holds {got_runs} runs of {module}, not {runs}",
             expected=f"{runs} executions of {module} (one per batch) inside the trace",
