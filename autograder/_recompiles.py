@@ -75,8 +75,9 @@ def collect_retraces(fn: Callable, calls: Sequence) -> list[dict]:
     """Runs ``fn`` on each argument tuple with ``jax_explain_cache_misses`` on.
 
     Returns one dict per call (plain data): ``{"misses": [describe_miss(...), ...],
-    "compiles": n}``, the tracing-cache misses of your functions and the number of
-    XLA compilations (eager operations included) during that call.
+    "compiles": n, "compiled": [names]}``, the tracing-cache misses of your functions,
+    and the XLA compilations during that call (eager operations included, under their
+    primitive's name).
 
     >>> import jax, jax.numpy as jnp
     >>> def double(v):
@@ -100,7 +101,7 @@ def collect_retraces(fn: Callable, calls: Sequence) -> list[dict]:
                 jax.block_until_ready(result)
         report_captured(captured, label)
         out.append({"misses": [describe_miss(m) for m in messages if MISS_MARK in m],
-                    "compiles": seen.count})
+                    "compiles": seen.count, "compiled": list(seen.names)})
     return out
 
 
@@ -128,16 +129,18 @@ def explain_retraces(observed: list[dict], *, name: str, across_calls: bool = Fa
     ``across_calls=True``, over all the calls).
 
     >>> ok = [{"misses": [{"function": "step (defined at c.py:3)",
-    ...                    "lines": ["never seen function"]}], "compiles": 2}]
+    ...                    "lines": ["never seen function"]}], "compiles": 2,
+    ...        "compiled": ["step", "dynamic_slice"]}]
     >>> explain_retraces(ok, name="train") is None
     True
     >>> again = {"function": "step (defined at c.py:3)",
     ...          "lines": ["different input types:", "* at xb, now f32[2,3] and before f32[16,3]"]}
-    >>> print(explain_retraces([{"misses": ok[0]["misses"] + [again], "compiles": 3}],
+    >>> print(explain_retraces([{"misses": ok[0]["misses"] + [again], "compiles": 3,
+    ...                          "compiled": ["step", "dynamic_slice", "step"]}],
     ...                        name="train"))
     train traced `step` 2 times in call 1
       expected: each of your jitted functions traced (and compiled) once per run
-      got:      call 1: step (defined at c.py:3) traced 2 times; 3 XLA compilations in all
+      got:      call 1: step (defined at c.py:3) traced 2 times, compiled 2 times; 3 XLA compilations in all
       trace 2 of step: different input types: * at xb, now f32[2,3] and before f32[16,3]
       likely cause: a new input shape or dtype: the last batch is shorter than the others
       fix: pad every batch to one shape and mask the padding out of the loss
@@ -159,13 +162,15 @@ def explain_retraces(observed: list[dict], *, name: str, across_calls: bool = Fa
         reasons = [(c, f) for key, c, f in _WHY if key in text] or [(
             "something about the inputs or the function object changed between steps",
             "keep shapes, dtypes, pytree structure and the jitted function the same")]
-        compiles = sum(call["compiles"] for call in observed) if across_calls else \
-            observed[index]["compiles"]
+        calls = observed if across_calls else [observed[index]]
+        compiles = sum(call["compiles"] for call in calls)
+        own = sum(call.get("compiled", []).count(short) for call in calls)
         return format_failure(
             f"{name} traced `{short}` {counts[function]} times {where}",
             expected="each of your jitted functions traced (and compiled) once per run",
             got=(f"{'all calls' if across_calls else f'call {index + 1}'}: {function} traced "
-                 f"{counts[function]} times; {compiles} XLA compilations in all"),
+                 f"{counts[function]} times, compiled {own} times; {compiles} XLA "
+                 "compilations in all"),
             details=details,
             cause=hint or "; and ".join(dict.fromkeys(c for c, _ in reasons)),
             fix=fix or "; ".join(dict.fromkeys(f for _, f in reasons)),

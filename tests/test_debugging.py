@@ -278,6 +278,7 @@ def test_assert_no_retraces_names_a_new_shape():
         assert_no_retraces(_loop_short_batch, [(_BATCHES,)])
     text = str(err.value)
     assert "traced `_accumulate` 2 times in call 1" in text
+    assert "traced 2 times, compiled 2 times" in text      # the compile count, from jax.monitoring
     assert "now f32[3,2] and before f32[4,2]" in text
     assert "pad every batch to one shape" in text
 
