@@ -125,5 +125,28 @@ from autograder._autodiff import explain_memory_reduction
 from autograder._autodiff import explain_node
 from autograder._autodiff import explain_saved_residuals
 from autograder._autodiff import export_residuals
+# --- 09_debugging checks ---
+from autograder._checkify import assert_checkify_errors
+from autograder._checkify import collect_checkify_errors
+from autograder._debugging import assert_callback_log
+from autograder._debugging import assert_plain_result
+from autograder._debugging import collect_callback_log
+from autograder._flags import COURSE_FLAGS
+from autograder._flags import assert_flags_at_defaults
+from autograder._flags import assert_flags_restored
+from autograder._flags import collect_flags
+from autograder._exported import assert_dot_dtypes
+from autograder._exported import assert_named_scopes
+from autograder._exported import dot_facts
+from autograder._exported import exported_text
+from autograder._exported import scope_facts
+from autograder._recompiles import assert_cache_miss_report
+from autograder._recompiles import assert_no_retraces
+from autograder._recompiles import collect_cache_miss_report
+from autograder._recompiles import collect_retraces
+from autograder._traces import assert_profile_written
+from autograder._traces import collect_profile
+from autograder._traces import read_trace_events
+from autograder._traces import trace_facts
 
 __all__ = [name for name in dir() if not name.startswith("_")]
