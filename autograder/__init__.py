@@ -94,4 +94,10 @@ from autograder._training import collect_epoch_batches
 from autograder._training import collect_step_placement
 from autograder._training import collect_training_run
 
+# --- 10_pallas checks ---
+from autograder._pallas import assert_kernel_structure
+from autograder._pallas_program import collect_kernel_facts
+from autograder._pallas import explain_kernel_structure
+from autograder._pallas import export_program
+
 __all__ = [name for name in dir() if not name.startswith("_")]
