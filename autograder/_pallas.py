@@ -42,6 +42,7 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
 
     - ``kernels``: how many kernels the program must hold;
     - ``steps``: the grid steps of every kernel (the product of its grid);
+    - ``grid``: the grid of every kernel, axis by axis;
     - ``blocks``: the block shape of every operand, inputs then outputs;
     - ``inside``: ops that must run inside a kernel;
     - ``not_outside``: ops that must not run outside the kernels;
@@ -67,8 +68,8 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
 
     kernels = observed.get("kernels", [])
     outside = observed.get("outside", {})
-    for rule in (_rule_kernels, _rule_outside, _rule_steps, _rule_blocks, _rule_inside,
-                 _rule_depth):
+    for rule in (_rule_kernels, _rule_outside, _rule_steps, _rule_grid, _rule_blocks,
+                 _rule_inside, _rule_depth):
         found = rule(kernels, outside, expected, name)
         if found:
             return msg(*found)
@@ -119,6 +120,19 @@ def _rule_steps(kernels, outside, expected, name):
                     "an axis of the grid is missing or extra",
                     "give each axis pl.cdiv(size, block) steps, with the block sizes you "
                     "were given")
+    return None
+
+
+def _rule_grid(kernels, outside, expected, name):
+    grid = expected.get("grid")
+    for k in kernels if grid is not None else ():
+        if k.get("grid") is not None and list(k["grid"]) != list(grid):
+            return (f"the grid of {name} is {_shape(k['grid'])}, expected {_shape(grid)}",
+                    f"grid {_shape(grid)}", f"grid {_shape(k['grid'])}",
+                    "the grid's axes come in another order, or an axis has another number "
+                    "of steps; an axis that is reduced across steps must come last, so "
+                    "that the steps adding into one output block follow each other",
+                    "build the grid in the order the exercise gives")
     return None
 
 
@@ -249,6 +263,7 @@ def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None
 
 def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict | None = None,
                             kernels: int | None = 1, steps: int | None = None,
+                            grid: Sequence[int] | None = None,
                             blocks: Sequence[Sequence[int]] | None = None,
                             inside: Sequence[str] = (), not_outside: Sequence[str] = (),
                             max_reduce_depth: int | None = None, name: str | None = None,
@@ -265,6 +280,7 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
       args, kwargs: the inputs; non-array arguments are constants of the program.
       kernels: how many kernels the program holds.
       steps: grid steps of each kernel, the product of its grid.
+      grid: the grid of each kernel, axis by axis.
       blocks: block shape of every operand, inputs then outputs.
       inside: ops the kernels must compute (``"dot_general"``, ``"reduce"``).
       not_outside: ops that must not run outside the kernels.
@@ -296,6 +312,7 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
     program = export_program(fn, args, kwargs, name=label, section=section)
     observed = collect_kernel_facts(program)
     expected = {"kernels": kernels, "steps": steps,
+                "grid": list(grid) if grid is not None else None,
                 "blocks": [list(b) for b in blocks] if blocks is not None else None,
                 "inside": list(inside), "not_outside": list(not_outside),
                 "max_reduce_depth": max_reduce_depth}

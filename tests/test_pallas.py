@@ -125,7 +125,7 @@ def test_elementwise_kernel_facts_and_partial_blocks():
     facts = _facts(double, jnp.ones(20), 8)
     (k,) = facts["kernels"]
     assert k["lowering"] == "interpret"
-    assert k["steps"] == 3 and k["blocks"] == [[8], [8]]
+    assert k["steps"] == 3 and k["grid"] == [3] and k["blocks"] == [[8], [8]]
     assert k["inside"]["multiply"] >= 1 and k["reduce_depth"] == 0
     # The interpreter's own work outside: pad to whole blocks, NaN-filled output, unpad.
     assert set(facts["outside"]) <= {"broadcast_in_dim", "call", "pad", "slice"}
@@ -135,9 +135,32 @@ def test_elementwise_kernel_facts_and_partial_blocks():
 def test_a_three_axis_grid_counts_its_product_and_its_blocks():
     x, y = jnp.ones((40, 32)), jnp.ones((32, 24))
     (k,) = _facts(matmul, x, y, 16, 8, 8)["kernels"]
-    assert k["steps"] == 3 * 3 * 4
+    assert k["steps"] == 3 * 3 * 4 and k["grid"] == [3, 3, 4]
     assert k["blocks"] == [[16, 8], [8, 8], [16, 8]]
     assert k["inside"]["dot_general"] == 1 and k["inside"]["case"] == 1
+
+
+def test_the_grid_axis_by_axis_even_with_a_when_in_the_body():
+    # The kernel's own `program_id(2) == 0` is a comparison too; the grid's are after it.
+    for shape_x, shape_y, blocks, grid in [((40, 32), (32, 24), (16, 8, 8), [3, 3, 4]),
+                                           ((16, 8), (8, 64), (16, 16, 8), [1, 4, 1]),
+                                           ((8, 16), (16, 8), (8, 8, 16), [1, 1, 1])]:
+        (k,) = _facts(matmul, jnp.ones(shape_x), jnp.ones(shape_y), *blocks)["kernels"]
+        assert k["grid"] == grid, (blocks, k["grid"])
+
+
+def test_a_contraction_is_a_reduction_in_a_chain():
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        centered = x - jnp.mean(x, axis=1, keepdims=True)
+        var = jnp.einsum("ij,ij->i", centered, centered)[:, None] / x.shape[1]
+        o_ref[...] = centered * jax.lax.rsqrt(var + 1e-5)
+
+    def norm(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(2,), in_specs=[_rows(8, 16)], out_specs=_rows(8, 16),
+                              interpret=True)(x)
+    assert _facts(norm, jnp.ones((16, 16)))["kernels"][0]["reduce_depth"] == 2
 
 
 def test_no_kernel_and_ops_outside():
@@ -194,8 +217,8 @@ def test_a_triton_kernel_lowered_for_an_abstract_h100():
         exported = jax.export.export(jax.jit(compiled), platforms=("cuda",),
                                      disabled_checks=[triton])(x)
     facts = collect_kernel_facts(exported)
-    assert facts["kernels"] == [{"lowering": "triton", "steps": 9, "blocks": None,
-                                 "inside": None, "reduce_depth": None}]
+    assert facts["kernels"] == [{"lowering": "triton", "steps": 9, "grid": None,
+                                 "blocks": None, "inside": None, "reduce_depth": None}]
     assert facts["outside"]["add"] == 1
     # What a compiled kernel does not show is not judged; what it shows is.
     assert explain_kernel_structure(facts, {"kernels": 1, "steps": 9, "blocks": [(4, 8)] * 2,
@@ -253,6 +276,14 @@ def test_explain_work_outside_comes_before_the_grid():
                                    name="f(x)")
     assert msg.startswith("f(x) computes `exponential` outside the kernel")
     assert "got:      1 `exponential` op(s) outside it" in msg
+
+
+def test_explain_grid_order():
+    facts = {"kernels": [dict(_FACTS["kernels"][0], grid=[2, 3])], "outside": {}}
+    assert explain_kernel_structure(facts, {"grid": (2, 3)}) is None
+    msg = explain_kernel_structure(facts, {"grid": (3, 2)}, name="f(x)")
+    assert msg.startswith("the grid of f(x) is (2, 3), expected (3, 2)")
+    assert "an axis that is reduced across steps must come last" in msg
 
 
 def test_explain_steps():

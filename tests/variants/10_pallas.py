@@ -452,21 +452,21 @@ VARIANTS = {
             "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
-            # Column blocks outermost; the K axis stays last.
+            # The grid and specs bundled in a pl.GridSpec; jnp.matmul for the product.
             "def matmul(x, y, bm, bn, bk):\n"
             "    def kernel(x_ref, y_ref, o_ref):\n"
             "        @pl.when(pl.program_id(2) == 0)\n"
             "        def _():\n"
             "            o_ref[...] = jnp.zeros(o_ref.shape, jnp.float32)\n"
-            "        o_ref[...] += x_ref[...] @ y_ref[...]\n"
+            "        o_ref[...] += jnp.matmul(x_ref[...], y_ref[...])\n"
             "    m, K = x.shape\n"
             "    n = y.shape[1]\n"
+            "    spec = pl.GridSpec(grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+            "                       in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+            "                                 pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+            "                       out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)))\n"
             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
-            "                          grid=(pl.cdiv(n, bn), pl.cdiv(m, bm), K // bk),\n"
-            "                          in_specs=[pl.BlockSpec((bm, bk), lambda j, i, k: (i, k)),\n"
-            "                                    pl.BlockSpec((bk, bn), lambda j, i, k: (k, j))],\n"
-            "                          out_specs=pl.BlockSpec((bm, bn), lambda j, i, k: (i, j)),\n"
-            "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
+            "                          grid_spec=spec, interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
         ],
         "wrong": [
             ("the output block is never zeroed: it starts as NaN (garbage on hardware)",
@@ -532,6 +532,23 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
              "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+            ("the K axis first in the grid: the steps adding into one output block are not "
+             "consecutive (right values in interpret mode; undefined on a TPU, where an output "
+             "block is kept for the next step only)",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        @pl.when(pl.program_id(0) == 0)\n"
+             "        def _():\n"
+             "            o_ref[...] = jnp.zeros_like(o_ref)\n"
+             "        o_ref[...] += jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(K // bk, pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          in_specs=[pl.BlockSpec((bm, bk), lambda k, i, j: (i, k)),\n"
+             "                                    pl.BlockSpec((bk, bn), lambda k, i, j: (k, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda k, i, j: (i, j)),\n"
              "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
             ("no pl.when: the output zeroed with jnp.where on the step index",
              "def matmul(x, y, bm, bn, bk):\n"
