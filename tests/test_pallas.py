@@ -1,0 +1,346 @@
+"""Tests for autograder._pallas and _pallas_program: kernel facts read from exported programs.
+
+Every program here is a real export of a real kernel (interpret mode on CPU, and
+Pallas's Triton lowering for an abstract H100), so a jax upgrade that changes what
+a kernel lowers to fails these tests instead of misgrading students.
+"""
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+
+from autograder import (CheckFailure, assert_kernel_structure, collect_kernel_facts,
+                        explain_kernel_structure, export_program)
+
+
+# --- kernels ---------------------------------------------------------------------------
+
+def _rows(block_rows, n):
+    return pl.BlockSpec((block_rows, n), lambda i: (i, 0))
+
+
+def _elementwise(kernel, x, block, *rest):
+    spec = pl.BlockSpec((block,), lambda i: (i,))
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(pl.cdiv(x.shape[0], block),), in_specs=[spec] * (1 + len(rest)),
+                          out_specs=spec, interpret=True)(x, *rest)
+
+
+def _double_kernel(x_ref, o_ref):
+    o_ref[...] = 2.0 * x_ref[...]
+
+
+def double(x, block):
+    return _elementwise(_double_kernel, x, block)
+
+
+def _matmul_kernel(x_ref, y_ref, o_ref):
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+    o_ref[...] += x_ref[...] @ y_ref[...]
+
+
+def matmul(x, y, bm, bn, bk):
+    (m, k), n = x.shape, y.shape[1]
+    return pl.pallas_call(_matmul_kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), k // bk),
+                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                                    pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+                          interpret=True)(x, y)
+
+
+def _norm(two_pass):
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        mean = jnp.mean(x, axis=1, keepdims=True)
+        if two_pass:
+            var = jnp.mean((x - mean) ** 2, axis=1, keepdims=True)
+        else:
+            var = jnp.mean(x * x, axis=1, keepdims=True) - mean ** 2
+        o_ref[...] = (x - mean) * jax.lax.rsqrt(var + 1e-5)
+
+    def norm(x, block_rows):
+        spec = _rows(block_rows, x.shape[1])
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec],
+                              out_specs=spec, interpret=True)(x)
+    return norm
+
+
+def _var_kernel(x_ref, o_ref):
+    o_ref[...] = jnp.var(x_ref[...], axis=1, keepdims=True) + 0 * x_ref[...]
+
+
+def var_rows(x, block_rows):
+    spec = _rows(block_rows, x.shape[1])
+    return pl.pallas_call(_var_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec],
+                          out_specs=spec, interpret=True)(x)
+
+
+def _k_loop_kernel(x_ref, y_ref, o_ref):
+    def step(k, acc):
+        piece = pl.ds(k * 8, 8)
+        return acc + x_ref[:, piece] @ y_ref[piece, :]
+    o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[1] // 8, step, jnp.zeros(o_ref.shape))
+
+
+def matmul_k_loop(x, y):
+    (m, k), n = x.shape, y.shape[1]
+    return pl.pallas_call(_k_loop_kernel, out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+                          grid=(m // 8, n // 8),
+                          in_specs=[pl.BlockSpec((8, k), lambda i, j: (i, 0)),
+                                    pl.BlockSpec((k, 8), lambda i, j: (0, j))],
+                          out_specs=pl.BlockSpec((8, 8), lambda i, j: (i, j)),
+                          interpret=True)(x, y)
+
+
+@jax.custom_vjp
+def pallas_sin(x):
+    return _elementwise(lambda x_ref, o_ref: o_ref.__setitem__(..., jnp.sin(x_ref[...])), x, 8)
+
+
+def _sin_bwd_kernel(x_ref, g_ref, o_ref):
+    o_ref[...] = g_ref[...] * jnp.cos(x_ref[...])
+
+
+pallas_sin.defvjp(lambda x: (pallas_sin(x), x),
+                  lambda x, g: (_elementwise(_sin_bwd_kernel, x, 8, g),))
+
+
+def _facts(fn, *args, **kwargs):
+    # Through JSON, as the trusted grader will see them.
+    return json.loads(json.dumps(collect_kernel_facts(export_program(fn, args, kwargs))))
+
+
+# --- collect_kernel_facts --------------------------------------------------------------
+
+def test_elementwise_kernel_facts_and_partial_blocks():
+    facts = _facts(double, jnp.ones(20), 8)
+    (k,) = facts["kernels"]
+    assert k["lowering"] == "interpret"
+    assert k["steps"] == 3 and k["grid"] == [3] and k["blocks"] == [[8], [8]]
+    assert k["inside"]["multiply"] >= 1 and k["reduce_depth"] == 0
+    # The interpreter's own work outside: pad to whole blocks, NaN-filled output, unpad.
+    assert set(facts["outside"]) <= {"broadcast_in_dim", "call", "pad", "slice"}
+    assert "multiply" not in facts["outside"]
+
+
+def test_a_three_axis_grid_counts_its_product_and_its_blocks():
+    x, y = jnp.ones((40, 32)), jnp.ones((32, 24))
+    (k,) = _facts(matmul, x, y, 16, 8, 8)["kernels"]
+    assert k["steps"] == 3 * 3 * 4 and k["grid"] == [3, 3, 4]
+    assert k["blocks"] == [[16, 8], [8, 8], [16, 8]]
+    assert k["inside"]["dot_general"] == 1 and k["inside"]["case"] == 1
+
+
+def test_the_grid_axis_by_axis_even_with_a_when_in_the_body():
+    # The kernel's own `program_id(2) == 0` is a comparison too; the grid's are after it.
+    for shape_x, shape_y, blocks, grid in [((40, 32), (32, 24), (16, 8, 8), [3, 3, 4]),
+                                           ((16, 8), (8, 64), (16, 16, 8), [1, 4, 1]),
+                                           ((8, 16), (16, 8), (8, 8, 16), [1, 1, 1])]:
+        (k,) = _facts(matmul, jnp.ones(shape_x), jnp.ones(shape_y), *blocks)["kernels"]
+        assert k["grid"] == grid, (blocks, k["grid"])
+
+
+def test_a_contraction_is_a_reduction_in_a_chain():
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        centered = x - jnp.mean(x, axis=1, keepdims=True)
+        var = jnp.einsum("ij,ij->i", centered, centered)[:, None] / x.shape[1]
+        o_ref[...] = centered * jax.lax.rsqrt(var + 1e-5)
+
+    def norm(x):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(2,), in_specs=[_rows(8, 16)], out_specs=_rows(8, 16),
+                              interpret=True)(x)
+    assert _facts(norm, jnp.ones((16, 16)))["kernels"][0]["reduce_depth"] == 2
+
+
+def test_no_kernel_and_ops_outside():
+    facts = _facts(lambda x, y: jnp.sum(x @ y, axis=0), jnp.ones((4, 4)), jnp.ones((4, 4)))
+    assert facts["kernels"] == []
+    assert facts["outside"]["dot_general"] == 1 and facts["outside"]["reduce"] == 1
+
+
+def test_reduce_depth_follows_the_data_flow():
+    x = jnp.ones((10, 16))
+    assert _facts(_norm(two_pass=False), x, 8)["kernels"][0]["reduce_depth"] == 1
+    assert _facts(_norm(two_pass=True), x, 8)["kernels"][0]["reduce_depth"] == 2
+    # jnp.var is a jitted function: its two passes sit in a called function.
+    assert _facts(var_rows, x, 8)["kernels"][0]["reduce_depth"] == 2
+
+
+def test_a_loop_inside_a_kernel_belongs_to_the_kernel():
+    (k,) = _facts(matmul_k_loop, jnp.ones((16, 32)), jnp.ones((32, 16)))["kernels"]
+    assert k["steps"] == 4 and k["blocks"] == [[8, 32], [32, 8], [8, 8]]
+    assert k["inside"]["while"] == 1 and k["inside"]["dot_general"] == 1
+
+
+def test_custom_vjp_forward_and_backward_kernels():
+    x = jnp.linspace(-2.0, 2.0, 20)
+    assert len(_facts(pallas_sin, x)["kernels"]) == 1
+    facts = _facts(jax.value_and_grad(lambda v: jnp.sum(pallas_sin(v))), x)
+    assert len(facts["kernels"]) == 2
+    assert "sine" not in facts["outside"] and "cosine" not in facts["outside"]
+
+
+def test_facts_from_serialized_bytes_and_text():
+    exported = export_program(double, (jnp.ones(20), 8))
+    from_bytes = collect_kernel_facts(exported.serialize())
+    assert from_bytes == collect_kernel_facts(exported.mlir_module())
+    assert from_bytes["kernels"][0]["steps"] == 3
+
+
+def test_a_triton_kernel_lowered_for_an_abstract_h100():
+    # Pallas's Triton lowering runs on a CPU-only machine for an abstract GPU device.
+    h100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100", num_cores=None,
+                                       platform="gpu")
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=h100)
+
+    def compiled(x):
+        spec = pl.BlockSpec((4, 8), lambda i, j: (i, j))
+        return pl.pallas_call(_double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(3, 3), in_specs=[spec], out_specs=spec)(x) + 1.0
+
+    triton = jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
+    x = jnp.ones((12, 20))  # made outside: no array can be built under an abstract mesh
+    # jax 0.12 lowers a pallas_call for a GPU through Triton by default, and says so.
+    with pytest.warns(DeprecationWarning, match="Triton backend is deprecated"), \
+            jax.sharding.use_abstract_mesh(mesh):
+        exported = jax.export.export(jax.jit(compiled), platforms=("cuda",),
+                                     disabled_checks=[triton])(x)
+    facts = collect_kernel_facts(exported)
+    assert facts["kernels"] == [{"lowering": "triton", "steps": 9, "grid": None,
+                                 "blocks": None, "inside": None, "reduce_depth": None}]
+    assert facts["outside"]["add"] == 1
+    # What a compiled kernel does not show is not judged; what it shows is.
+    assert explain_kernel_structure(facts, {"kernels": 1, "steps": 9, "blocks": [(4, 8)] * 2,
+                                            "inside": ["multiply"], "max_reduce_depth": 0}) is None
+    assert "has 9 steps, expected 6" in explain_kernel_structure(facts, {"steps": 6})
+
+
+def test_sharding_constraints_do_not_hide_the_grid():
+    # With a mesh in context every value passes through sdy.sharding_constraint ops.
+    h100 = jax.sharding.AbstractDevice(device_kind="NVIDIA H100", num_cores=None,
+                                       platform="gpu")
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=h100)
+    x, y = jnp.ones((32, 64)), jnp.ones((64, 16))
+    with jax.sharding.use_abstract_mesh(mesh):
+        exported = jax.export.export(jax.jit(lambda a, b: matmul(a, b, 16, 16, 16)),
+                                     platforms=("cuda",))(x, y)
+    assert "sdy.sharding_constraint" in exported.mlir_module()
+    (k,) = collect_kernel_facts(exported)["kernels"]
+    assert k["lowering"] == "interpret" and k["steps"] == 8
+    assert k["blocks"] == [[16, 16], [16, 16], [16, 16]]
+
+
+# --- explain_kernel_structure: one rule at a time ---------------------------------------
+
+_FACTS = {"kernels": [{"lowering": "interpret", "steps": 6, "blocks": [[8, 4], [4], [8, 4]],
+                       "inside": {"reduce": 2, "add": 3, "dynamic_slice": 2},
+                       "reduce_depth": 2}],
+          "outside": {"broadcast_in_dim": 1, "exponential": 1}}
+
+
+def test_explain_passes_when_every_rule_holds():
+    assert explain_kernel_structure(_FACTS, {"kernels": 1, "steps": 6,
+                                             "blocks": [(8, 4), (1, 4), (8, 4)],
+                                             "inside": ["reduce"], "not_outside": ["reduce"],
+                                             "max_reduce_depth": 2}) is None
+
+
+def test_explain_no_kernel():
+    msg = explain_kernel_structure({"kernels": [], "outside": {"multiply": 2}}, {"kernels": 1},
+                                   name="f(x)", section="1.1 Kernels")
+    assert msg.startswith("f(x) runs no Pallas kernel\n")
+    assert "got:      no grid loop and no kernel call in the exported program; ops outside: " \
+           "multiply" in msg
+    assert "write the computation in a kernel body and call it with pl.pallas_call" in msg
+    assert msg.endswith("reread: section 1.1 Kernels")
+
+
+def test_explain_kernel_count():
+    msg = explain_kernel_structure(_FACTS, {"kernels": 2}, name="f(x)")
+    assert msg.startswith("f(x) runs 1 Pallas kernel, expected 2")
+
+
+def test_explain_work_outside_comes_before_the_grid():
+    msg = explain_kernel_structure(_FACTS, {"steps": 5, "not_outside": ["exponential"]},
+                                   name="f(x)")
+    assert msg.startswith("f(x) computes `exponential` outside the kernel")
+    assert "got:      1 `exponential` op(s) outside it" in msg
+
+
+def test_explain_grid_order():
+    facts = {"kernels": [dict(_FACTS["kernels"][0], grid=[2, 3])], "outside": {}}
+    assert explain_kernel_structure(facts, {"grid": (2, 3)}) is None
+    msg = explain_kernel_structure(facts, {"grid": (3, 2)}, name="f(x)")
+    assert msg.startswith("the grid of f(x) is (2, 3), expected (3, 2)")
+    assert "an axis that is reduced across steps must come last" in msg
+
+
+def test_explain_steps():
+    msg = explain_kernel_structure(_FACTS, {"steps": 8}, name="f(x)")
+    assert msg.startswith("the grid of f(x) has 6 steps, expected 8")
+    assert "a floor division drops the last partial block" in msg
+    assert "pl.cdiv(size, block)" in msg
+
+
+def test_explain_operand_count_and_block_shape():
+    msg = explain_kernel_structure(_FACTS, {"blocks": [(8, 4), (8, 4)]}, name="f(x)")
+    assert msg.startswith("the kernel of f(x) has 3 operands, expected 2 (inputs, then outputs)")
+    assert "expected: (8, 4), (8, 4)" in msg and "got:      (8, 4), (4,), (8, 4)" in msg
+    msg = explain_kernel_structure(_FACTS, {"blocks": [(8, 4), (8,), (8, 4)]}, name="f(x)")
+    assert msg.startswith("f(x) uses the wrong block shape for operand 1")
+    assert "ignores the block size it was given" in msg
+
+
+def test_explain_inside_names_the_missing_op_and_why():
+    msg = explain_kernel_structure(_FACTS, {"inside": ["case"]}, name="f(x)")
+    assert msg.startswith("f(x) does not compute `case` inside its kernel")
+    assert "got:      none; the kernel computes reduce" in msg   # bookkeeping not listed
+    assert "@pl.when(pl.program_id(axis) == 0)" in msg
+
+
+def test_explain_reduce_depth_and_overrides():
+    msg = explain_kernel_structure(_FACTS, {"max_reduce_depth": 1}, name="f(x)",
+                                   hint="my cause", fix="my fix")
+    assert msg.startswith("f(x) makes 2 passes over each block")
+    assert "likely cause: my cause" in msg and "fix: my fix" in msg
+
+
+# --- assert_kernel_structure ------------------------------------------------------------
+
+def test_assert_passes_and_returns_nothing():
+    assert assert_kernel_structure(double, (jnp.ones(20), 8), steps=3,
+                                   blocks=[(8,), (8,)], not_outside=["multiply"]) is None
+
+
+def test_assert_raises_a_structure_failure_named_after_the_call():
+    with pytest.raises(CheckFailure) as err:
+        assert_kernel_structure(lambda x, block: 2 * x, (jnp.ones(20), 8), name="double",
+                                section="1.3 BlockSpec")
+    assert err.value.rung == "structure"
+    assert str(err.value).startswith("double runs no Pallas kernel")
+
+
+def test_assert_turns_an_error_into_feedback():
+    def broken(x, block):
+        raise NotImplementedError()
+
+    with pytest.raises(CheckFailure, match="broken is not implemented yet"):
+        assert_kernel_structure(broken, (jnp.ones(4), 2))
+
+    def fails(x, block):
+        return x.reshape(3)
+
+    with pytest.raises(CheckFailure) as err:
+        assert_kernel_structure(fails, (jnp.ones(4), 2))
+    assert str(err.value).startswith("exporting fails(x=f32[4], block=int 2) raised TypeError")

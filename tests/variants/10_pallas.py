@@ -1,0 +1,839 @@
+"""Alternative correct answers and realistic wrong answers for 10_pallas, keyed by grade_id.
+
+Each code string replaces the whole solution cell. Wrong answers come with the
+reason they are wrong; each must cost exactly its own exercise. Several wrong answers
+give the right values and differ only in the kernel's structure (no kernel, work
+outside it, a block size ignored, two passes): the structure checks read those from
+the exported program.
+"""
+
+VARIANTS = {
+    "10_pallas_block_ids": {
+        "correct": [
+            # The grid's axes swapped, with index map and numbering to match.
+            "def block_ids(m, n, bm, bn):\n"
+            "    def kernel(o_ref):\n"
+            "        step = pl.program_id(1) * pl.num_programs(0) + pl.program_id(0)\n"
+            "        o_ref[...] = jnp.zeros(o_ref.shape, jnp.int32) + step\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+            "                          grid=(pl.cdiv(n, bn), pl.cdiv(m, bm)),\n"
+            "                          out_specs=pl.BlockSpec((bm, bn), lambda j, i: (i, j)),\n"
+            "                          interpret=INTERPRET)()\n",
+            # The number of column blocks computed in Python and closed over.
+            "def block_ids(m, n, bm, bn):\n"
+            "    col_blocks = -(-n // bn)\n"
+            "    def kernel(o_ref):\n"
+            "        i, j = pl.program_id(0), pl.program_id(1)\n"
+            "        o_ref[...] = jnp.broadcast_to(i * col_blocks + j, o_ref.shape).astype(jnp.int32)\n"
+            "    grid = (-(-m // bm), col_blocks)\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+            "                          grid=grid, out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+            "                          interpret=INTERPRET)()\n",
+        ],
+        "wrong": [
+            ("floor division in the grid: the last partial blocks are never written",
+             "def block_ids(m, n, bm, bn):\n"
+             "    def kernel(o_ref):\n"
+             "        step = pl.program_id(0) * pl.num_programs(1) + pl.program_id(1)\n"
+             "        o_ref[...] = jnp.full(o_ref.shape, step, jnp.int32)\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+             "                          grid=(m // bm, n // bn),\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+             "                          interpret=INTERPRET)()\n"),
+            ("right values from jnp, no kernel at all",
+             "def block_ids(m, n, bm, bn):\n"
+             "    r = jnp.arange(m)[:, None] // bm\n"
+             "    c = jnp.arange(n)[None, :] // bn\n"
+             "    return (r * pl.cdiv(n, bn) + c).astype(jnp.int32)\n"),
+            ("steps numbered column-major",
+             "def block_ids(m, n, bm, bn):\n"
+             "    def kernel(o_ref):\n"
+             "        step = pl.program_id(1) * pl.num_programs(0) + pl.program_id(0)\n"
+             "        o_ref[...] = jnp.full(o_ref.shape, step, jnp.int32)\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+             "                          interpret=INTERPRET)()\n"),
+            ("one kernel step over the whole matrix, numbers from iota: blocks ignored",
+             "def block_ids(m, n, bm, bn):\n"
+             "    def kernel(o_ref):\n"
+             "        r = jax.lax.broadcasted_iota(jnp.int32, (m, n), 0) // bm\n"
+             "        c = jax.lax.broadcasted_iota(jnp.int32, (m, n), 1) // bn\n"
+             "        o_ref[...] = r * pl.cdiv(n, bn) + c\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+             "                          interpret=INTERPRET)()\n"),
+            ("num_programs(0) instead of the number of column blocks",
+             "def block_ids(m, n, bm, bn):\n"
+             "    def kernel(o_ref):\n"
+             "        step = pl.program_id(0) * pl.num_programs(0) + pl.program_id(1)\n"
+             "        o_ref[...] = jnp.full(o_ref.shape, step, jnp.int32)\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+             "                          interpret=INTERPRET)()\n"),
+            ("the block index i written instead of the step number",
+             "def block_ids(m, n, bm, bn):\n"
+             "    def kernel(o_ref):\n"
+             "        o_ref[...] = jnp.full(o_ref.shape, pl.program_id(0), jnp.int32)\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+             "                          interpret=INTERPRET)()\n"),
+        ],
+    },
+    "10_pallas_add_row_bias": {
+        "correct": [
+            # b reshaped to (1, n) outside, in (1, bn) blocks: the same block of b.
+            "def add_row_bias(x, b, bm, bn):\n"
+            "    def kernel(x_ref, b_ref, o_ref):\n"
+            "        o_ref[...] = x_ref[...] + b_ref[...]\n"
+            "    m, n = x.shape\n"
+            "    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+            "                          in_specs=[spec, pl.BlockSpec((1, bn), lambda i, j: (0, j))],\n"
+            "                          out_specs=spec, interpret=INTERPRET)(x, b.reshape(1, n))\n",
+            # Column blocks as the outer grid axis.
+            "def add_row_bias(x, b, bm, bn):\n"
+            "    def kernel(x_ref, b_ref, o_ref):\n"
+            "        o_ref[...] = x_ref[...] + jnp.broadcast_to(b_ref[...], o_ref.shape)\n"
+            "    m, n = x.shape\n"
+            "    spec = pl.BlockSpec((bm, bn), lambda j, i: (i, j))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(n, bn), pl.cdiv(m, bm)),\n"
+            "                          in_specs=[spec, pl.BlockSpec((bn,), lambda j, i: (j,))],\n"
+            "                          out_specs=spec, interpret=INTERPRET)(x, b)\n",
+        ],
+        "wrong": [
+            ("b's index map follows the row step i instead of the column step j",
+             "def add_row_bias(x, b, bm, bn):\n"
+             "    def kernel(x_ref, b_ref, o_ref):\n"
+             "        o_ref[...] = x_ref[...] + b_ref[...][None, :]\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          in_specs=[spec, pl.BlockSpec((bn,), lambda i, j: (i,))],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x, b)\n"),
+            ("the addition done in jnp after a copy kernel",
+             "def add_row_bias(x, b, bm, bn):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        o_ref[...] = x_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))\n"
+             "    y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                       grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)), in_specs=[spec],\n"
+             "                       out_specs=spec, interpret=INTERPRET)(x)\n"
+             "    return y + b[None, :]\n"),
+            ("all of b loaded at every step and sliced by hand: b's block is (n,), not (bn,)",
+             "def add_row_bias(x, b, bm, bn):\n"
+             "    m, n = x.shape\n"
+             "    bp = jnp.pad(b, (0, pl.cdiv(n, bn) * bn - n))\n"
+             "    def kernel(x_ref, b_ref, o_ref):\n"
+             "        j = pl.program_id(1)\n"
+             "        o_ref[...] = x_ref[...] + b_ref[pl.ds(j * bn, bn)][None, :]\n"
+             "    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          in_specs=[spec, pl.BlockSpec(bp.shape, lambda i, j: (0,))],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x, bp)\n"),
+            ("floor division in the grid: the partial blocks keep NaN",
+             "def add_row_bias(x, b, bm, bn):\n"
+             "    def kernel(x_ref, b_ref, o_ref):\n"
+             "        o_ref[...] = x_ref[...] + b_ref[...][None, :]\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(m // bm, n // bn),\n"
+             "                          in_specs=[spec, pl.BlockSpec((bn,), lambda i, j: (j,))],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x, b)\n"),
+            ("blocks of whole rows: bn ignored",
+             "def add_row_bias(x, b, bm, bn):\n"
+             "    def kernel(x_ref, b_ref, o_ref):\n"
+             "        o_ref[...] = x_ref[...] + b_ref[...][None, :]\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((bm, n), lambda i: (i, 0))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, bm),),\n"
+             "                          in_specs=[spec, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x, b)\n"),
+        ],
+    },
+    "10_pallas_silu": {
+        "correct": [
+            "def silu(x, block):\n"
+            "    def kernel(x_ref, o_ref):\n"
+            "        v = x_ref[...]\n"
+            "        o_ref[...] = v / (1.0 + jnp.exp(-v))\n"
+            "    spec = pl.BlockSpec((block,), lambda i: (i,))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(x.shape[0], block),), in_specs=[spec],\n"
+            "                          out_specs=spec, interpret=INTERPRET)(x)\n",
+            "def silu(x, block):\n"
+            "    def kernel(x_ref, o_ref):\n"
+            "        v = x_ref[...]\n"
+            "        o_ref[...] = 0.5 * v * (1.0 + jnp.tanh(0.5 * v))\n"
+            "    n = x.shape[0]\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((n,), jnp.float32),\n"
+            "                          grid=((n + block - 1) // block,),\n"
+            "                          in_specs=[pl.BlockSpec((block,), lambda i: (i,))],\n"
+            "                          out_specs=pl.BlockSpec((block,), lambda i: (i,)),\n"
+            "                          interpret=INTERPRET)(x)\n",
+        ],
+        "wrong": [
+            ("floor division in the grid: the tail keeps NaN",
+             "def silu(x, block):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    spec = pl.BlockSpec((block,), lambda i: (i,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(x.shape[0] // block,), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("sigmoid in the kernel, the multiplication by x in jnp outside it",
+             "def silu(x, block):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        o_ref[...] = jax.nn.sigmoid(x_ref[...])\n"
+             "    spec = pl.BlockSpec((block,), lambda i: (i,))\n"
+             "    s = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                       grid=(pl.cdiv(x.shape[0], block),), in_specs=[spec],\n"
+             "                       out_specs=spec, interpret=INTERPRET)(x)\n"
+             "    return x * s\n"),
+            ("jax.nn.silu in jnp: right values, no kernel",
+             "def silu(x, block):\n"
+             "    return jax.nn.silu(x)\n"),
+            ("sigmoid as exp(x) / (1 + exp(x)): inf / inf = NaN for large x",
+             "def silu(x, block):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        e = jnp.exp(v)\n"
+             "        o_ref[...] = v * e / (1.0 + e)\n"
+             "    spec = pl.BlockSpec((block,), lambda i: (i,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(x.shape[0], block),), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("block ignored: one step over the whole array",
+             "def silu(x, block):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          interpret=INTERPRET)(x)\n"),
+            ("the sigmoid alone, without the factor x",
+             "def silu(x, block):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        o_ref[...] = jax.nn.sigmoid(x_ref[...])\n"
+             "    spec = pl.BlockSpec((block,), lambda i: (i,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(x.shape[0], block),), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+        ],
+    },
+    "10_pallas_softmax_rows": {
+        "correct": [
+            # jax.nn.softmax inside the kernel subtracts the row maximum itself.
+            "def softmax_rows(x, block_rows):\n"
+            "    def kernel(x_ref, o_ref):\n"
+            "        o_ref[...] = jax.nn.softmax(x_ref[...], axis=-1)\n"
+            "    m, n = x.shape\n"
+            "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, block_rows),), in_specs=[spec],\n"
+            "                          out_specs=spec, interpret=INTERPRET)(x)\n",
+            "def softmax_rows(x, block_rows):\n"
+            "    def kernel(x_ref, o_ref):\n"
+            "        v = x_ref[...]\n"
+            "        e = jnp.exp(v - v.max(axis=1)[:, None])\n"
+            "        o_ref[...] = e * (1.0 / e.sum(axis=1))[:, None]\n"
+            "    m, n = x.shape\n"
+            "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, block_rows),), in_specs=[spec],\n"
+            "                          out_specs=spec, interpret=INTERPRET)(x)\n",
+        ],
+        "wrong": [
+            ("no maximum subtracted: exp overflows, inf / inf = NaN",
+             "def softmax_rows(x, block_rows):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        e = jnp.exp(x_ref[...])\n"
+             "        o_ref[...] = e / jnp.sum(e, axis=1, keepdims=True)\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("one maximum for the whole block: rows far below it underflow to 0 / 0",
+             "def softmax_rows(x, block_rows):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        e = jnp.exp(v - jnp.max(v))\n"
+             "        o_ref[...] = e / jnp.sum(e, axis=1, keepdims=True)\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("jax.nn.softmax in jnp after a copy kernel: the reductions run outside",
+             "def softmax_rows(x, block_rows):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        o_ref[...] = x_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                       grid=(pl.cdiv(m, block_rows),), in_specs=[spec],\n"
+             "                       out_specs=spec, interpret=INTERPRET)(x)\n"
+             "    return jax.nn.softmax(y, axis=1)\n"),
+            ("softmax over the block's columns (axis 0) instead of its rows",
+             "def softmax_rows(x, block_rows):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        e = jnp.exp(v - jnp.max(v, axis=0, keepdims=True))\n"
+             "        o_ref[...] = e / jnp.sum(e, axis=0, keepdims=True)\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("floor division in the grid: the last rows keep NaN",
+             "def softmax_rows(x, block_rows):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        e = jnp.exp(v - jnp.max(v, axis=1, keepdims=True))\n"
+             "        o_ref[...] = e / jnp.sum(e, axis=1, keepdims=True)\n"
+             "    m, n = x.shape\n"
+             "    spec = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(m // block_rows,), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("block_rows ignored: one step over the whole matrix",
+             "def softmax_rows(x, block_rows):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        e = jnp.exp(v - jnp.max(v, axis=1, keepdims=True))\n"
+             "        o_ref[...] = e / jnp.sum(e, axis=1, keepdims=True)\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          interpret=INTERPRET)(x)\n"),
+        ],
+    },
+    "10_pallas_layer_norm": {
+        "correct": [
+            # The shift read as a value slice, the sums as means.
+            "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+            "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+            "        v = x_ref[...]\n"
+            "        d = v - v[:, :1]\n"
+            "        mu = jnp.mean(d, axis=1, keepdims=True)\n"
+            "        var = jnp.mean(d * d, axis=1, keepdims=True) - mu ** 2\n"
+            "        o_ref[...] = (d - mu) / jnp.sqrt(jnp.maximum(var, 0.0) + eps) * g_ref[...] + b_ref[...]\n"
+            "    m, n = x.shape\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+            "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n",
+            # gamma and beta as (1, n) rows; the shift is the row's last entry.
+            "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+            "    m, n = x.shape\n"
+            "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+            "        d = x_ref[...] - x_ref[:, n - 1:]\n"
+            "        s1 = d.sum(axis=1, keepdims=True)\n"
+            "        s2 = (d * d).sum(axis=1, keepdims=True)\n"
+            "        var = jnp.maximum(s2 / n - (s1 / n) ** 2, 0.0)\n"
+            "        o_ref[...] = g_ref[...] * (d - s1 / n) * jax.lax.rsqrt(var + eps) + b_ref[...]\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    whole = pl.BlockSpec((1, n), lambda i: (0, 0))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+            "                          out_specs=rows, interpret=INTERPRET)(\n"
+            "        x, gamma.reshape(1, n), beta.reshape(1, n))\n",
+        ],
+        "wrong": [
+            ("two passes: the variance reads the mean",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        mu = jnp.mean(v, axis=1, keepdims=True)\n"
+             "        var = jnp.mean((v - mu) ** 2, axis=1, keepdims=True)\n"
+             "        o_ref[...] = (v - mu) * jax.lax.rsqrt(var + eps) * g_ref[...] + b_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+             "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n"),
+            ("jnp.var in the kernel: two passes inside it",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        mu = jnp.mean(v, axis=1, keepdims=True)\n"
+             "        var = jnp.var(v, axis=1, keepdims=True)\n"
+             "        o_ref[...] = (v - mu) * jax.lax.rsqrt(var + eps) * g_ref[...] + b_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+             "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n"),
+            ("one pass without the shift: sum(x*x)/n - mean**2 cancels for a large mean",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        mu = jnp.mean(v, axis=1, keepdims=True)\n"
+             "        var = jnp.maximum(jnp.mean(v * v, axis=1, keepdims=True) - mu * mu, 0.0)\n"
+             "        o_ref[...] = (v - mu) * jax.lax.rsqrt(var + eps) * g_ref[...] + b_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+             "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n"),
+            ("statistics computed in jnp outside the kernel and passed in",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    mu = jnp.mean(x, axis=1, keepdims=True)\n"
+             "    inv = jax.lax.rsqrt(jnp.var(x, axis=1, keepdims=True) + eps)\n"
+             "    def kernel(x_ref, mu_ref, inv_ref, g_ref, b_ref, o_ref):\n"
+             "        o_ref[...] = (x_ref[...] - mu_ref[...]) * inv_ref[...] * g_ref[...] + b_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    col = pl.BlockSpec((block_rows, 1), lambda i: (i, 0))\n"
+             "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, col, col, whole, whole], out_specs=rows,\n"
+             "                          interpret=INTERPRET)(x, mu, inv, gamma, beta)\n"),
+            ("eps ignored: 1e-5 hard-coded",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+             "        d = x_ref[...] - x_ref[:, :1]\n"
+             "        n = d.shape[1]\n"
+             "        mean_d = jnp.sum(d, axis=1, keepdims=True) / n\n"
+             "        var = jnp.maximum(jnp.sum(d * d, axis=1, keepdims=True) / n - mean_d ** 2, 0.0)\n"
+             "        o_ref[...] = (d - mean_d) * jax.lax.rsqrt(var + 1e-5) * g_ref[...] + b_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+             "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n"),
+            ("unbiased variance (divides by n - 1)",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+             "        d = x_ref[...] - x_ref[:, :1]\n"
+             "        n = d.shape[1]\n"
+             "        s1 = jnp.sum(d, axis=1, keepdims=True)\n"
+             "        var = jnp.maximum((jnp.sum(d * d, axis=1, keepdims=True) - s1 * s1 / n) / (n - 1), 0.0)\n"
+             "        o_ref[...] = (d - s1 / n) * jax.lax.rsqrt(var + eps) * g_ref[...] + b_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+             "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n"),
+        ],
+    },
+    "10_pallas_matmul": {
+        "correct": [
+            # Store the first product, add the others: two pl.when branches.
+            "def matmul(x, y, bm, bn, bk):\n"
+            "    def kernel(x_ref, y_ref, o_ref):\n"
+            "        k = pl.program_id(2)\n"
+            "        prod = jax.lax.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)\n"
+            "        @pl.when(k == 0)\n"
+            "        def _first():\n"
+            "            o_ref[...] = prod\n"
+            "        @pl.when(k > 0)\n"
+            "        def _rest():\n"
+            "            o_ref[...] = o_ref[...] + prod\n"
+            "    m, K = x.shape\n"
+            "    n = y.shape[1]\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+            "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+            "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+            "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+            "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
+            "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
+            # The grid and specs bundled in a pl.GridSpec; jnp.matmul for the product.
+            "def matmul(x, y, bm, bn, bk):\n"
+            "    def kernel(x_ref, y_ref, o_ref):\n"
+            "        @pl.when(pl.program_id(2) == 0)\n"
+            "        def _():\n"
+            "            o_ref[...] = jnp.zeros(o_ref.shape, jnp.float32)\n"
+            "        o_ref[...] += jnp.matmul(x_ref[...], y_ref[...])\n"
+            "    m, K = x.shape\n"
+            "    n = y.shape[1]\n"
+            "    spec = pl.GridSpec(grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+            "                       in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+            "                                 pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+            "                       out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+            "                          grid_spec=spec, interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
+        ],
+        "wrong": [
+            ("the output block is never zeroed: it starts as NaN (garbage on hardware)",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        o_ref[...] += jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+             "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+             "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+            ("the output block overwritten at each step: only the last k block counts",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        @pl.when(pl.program_id(2) == 0)\n"
+             "        def _():\n"
+             "            o_ref[...] = jnp.zeros_like(o_ref)\n"
+             "        o_ref[...] = jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+             "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+             "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+            ("bk ignored: whole K panels and a 2-D grid (right values, wrong blocks)",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        o_ref[...] = jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          in_specs=[pl.BlockSpec((bm, K), lambda i, j: (i, 0)),\n"
+             "                                    pl.BlockSpec((K, bn), lambda i, j: (0, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+            ("x @ y in jnp, then a copy kernel",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(p_ref, o_ref):\n"
+             "        o_ref[...] = p_ref[...]\n"
+             "    p = x @ y\n"
+             "    spec = pl.BlockSpec((bm, bn), lambda i, j: (i, j))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(p.shape, jnp.float32),\n"
+             "                          grid=(pl.cdiv(p.shape[0], bm), pl.cdiv(p.shape[1], bn)),\n"
+             "                          in_specs=[spec], out_specs=spec,\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(p)\n"),
+            ("the zeroing under pl.when on the last k step instead of the first",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)\n"
+             "        def _():\n"
+             "            o_ref[...] = jnp.zeros_like(o_ref)\n"
+             "        o_ref[...] += jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+             "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+             "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+            ("the K axis first in the grid: the steps adding into one output block are not "
+             "consecutive (right values in interpret mode; undefined on a TPU, where an output "
+             "block is kept for the next step only)",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        @pl.when(pl.program_id(0) == 0)\n"
+             "        def _():\n"
+             "            o_ref[...] = jnp.zeros_like(o_ref)\n"
+             "        o_ref[...] += jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(K // bk, pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
+             "                          in_specs=[pl.BlockSpec((bm, bk), lambda k, i, j: (i, k)),\n"
+             "                                    pl.BlockSpec((bk, bn), lambda k, i, j: (k, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda k, i, j: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+            ("no pl.when: the output zeroed with jnp.where on the step index",
+             "def matmul(x, y, bm, bn, bk):\n"
+             "    def kernel(x_ref, y_ref, o_ref):\n"
+             "        prev = jnp.where(pl.program_id(2) == 0, 0.0, o_ref[...])\n"
+             "        o_ref[...] = prev + jnp.dot(x_ref[...], y_ref[...])\n"
+             "    m, K = x.shape\n"
+             "    n = y.shape[1]\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
+             "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn), K // bk),\n"
+             "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
+             "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
+             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+        ],
+    },
+    "10_pallas_add_rms_norm": {
+        "correct": [
+            # y computed from the h just written to its output Ref.
+            "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+            "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+            "        h_ref[...] = x_ref[...] + r_ref[...]\n"
+            "        h = h_ref[...]\n"
+            "        y_ref[...] = h / jnp.sqrt(jnp.mean(jnp.square(h), axis=-1, keepdims=True) + eps) * w_ref[...]\n"
+            "    m, n = x.shape\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+            "    y, h = pl.pallas_call(kernel, out_shape=[out, out], grid=(pl.cdiv(m, block_rows),),\n"
+            "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+            "                          out_specs=[rows, rows], interpret=INTERPRET)(x, residual, weight)\n"
+            "    return y, h\n",
+            # weight as a (1, n) row; the mean square from a sum.
+            "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+            "    m, n = x.shape\n"
+            "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+            "        h = x_ref[...] + r_ref[...]\n"
+            "        inv = jax.lax.rsqrt(jnp.sum(h * h, axis=1, keepdims=True) / n + eps)\n"
+            "        y_ref[...] = (h * inv) * w_ref[...]\n"
+            "        h_ref[...] = h\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+            "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+            "                          in_specs=[rows, rows, pl.BlockSpec((1, n), lambda i: (0, 0))],\n"
+            "                          out_specs=(rows, rows), interpret=INTERPRET)(\n"
+            "        x, residual, weight.reshape(1, n))\n",
+        ],
+        "wrong": [
+            ("the residual added in jnp before the kernel",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    h = x + residual\n"
+             "    def kernel(h_ref, w_ref, y_ref):\n"
+             "        v = h_ref[...]\n"
+             "        y_ref[...] = v * jax.lax.rsqrt(jnp.mean(v * v, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                       grid=(pl.cdiv(m, block_rows),),\n"
+             "                       in_specs=[rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                       out_specs=rows, interpret=INTERPRET)(h, weight)\n"
+             "    return y, h\n"),
+            ("two kernels: one for the add, one for the norm",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    def add_kernel(x_ref, r_ref, h_ref):\n"
+             "        h_ref[...] = x_ref[...] + r_ref[...]\n"
+             "    def norm_kernel(h_ref, w_ref, y_ref):\n"
+             "        v = h_ref[...]\n"
+             "        y_ref[...] = v * jax.lax.rsqrt(jnp.mean(v * v, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    grid = (pl.cdiv(m, block_rows),)\n"
+             "    h = pl.pallas_call(add_kernel, out_shape=out, grid=grid, in_specs=[rows, rows],\n"
+             "                       out_specs=rows, interpret=INTERPRET)(x, residual)\n"
+             "    y = pl.pallas_call(norm_kernel, out_shape=out, grid=grid,\n"
+             "                       in_specs=[rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                       out_specs=rows, interpret=INTERPRET)(h, weight)\n"
+             "    return y, h\n"),
+            ("the outputs in the wrong order: (h, y)",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, h_ref, y_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+            ("the norm of x instead of x + residual",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+             "        v = x_ref[...]\n"
+             "        h_ref[...] = v + r_ref[...]\n"
+             "        y_ref[...] = v * jax.lax.rsqrt(jnp.mean(v * v, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+            ("eps ignored: 1e-6 hard-coded",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + 1e-6) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+            ("the weight applied in jnp after the kernel",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps)\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    y, h = pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows], out_specs=(rows, rows),\n"
+             "                          interpret=INTERPRET)(x, residual)\n"
+             "    return y * weight, h\n"),
+        ],
+    },
+    "10_pallas_silu_vjp": {
+        "correct": [
+            # The forward kernel also returns the sigmoid, kept as the residual.
+            "def silu_vjp(x):\n"
+            "    spec = pl.BlockSpec((256,), lambda i: (i,))\n"
+            "    grid = (pl.cdiv(x.shape[0], 256),)\n"
+            "    like = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+            "    def forward_kernel(x_ref, y_ref, s_ref):\n"
+            "        v = x_ref[...]\n"
+            "        s = jax.nn.sigmoid(v)\n"
+            "        s_ref[...] = s\n"
+            "        y_ref[...] = v * s\n"
+            "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+            "        v, s = x_ref[...], s_ref[...]\n"
+            "        o_ref[...] = g_ref[...] * (s + v * s * (1.0 - s))\n"
+            "    def forward(v):\n"
+            "        return pl.pallas_call(forward_kernel, out_shape=(like, like), grid=grid,\n"
+            "                              in_specs=[spec], out_specs=(spec, spec),\n"
+            "                              interpret=INTERPRET)(v)\n"
+            "    @jax.custom_vjp\n"
+            "    def f(v):\n"
+            "        return forward(v)[0]\n"
+            "    def f_fwd(v):\n"
+            "        y, s = forward(v)\n"
+            "        return y, (v, s)\n"
+            "    def f_bwd(res, g):\n"
+            "        v, s = res\n"
+            "        return (pl.pallas_call(backward_kernel, out_shape=like, grid=grid,\n"
+            "                               in_specs=[spec, spec, spec], out_specs=spec,\n"
+            "                               interpret=INTERPRET)(v, s, g),)\n"
+            "    f.defvjp(f_fwd, f_bwd)\n"
+            "    return f(x)\n",
+            # The custom_vjp function at the top of the cell; silu_vjp applies it.
+            "def _silu_call(kernel, *arrays):\n"
+            "    spec = pl.BlockSpec((64,), lambda i: (i,))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
+            "                          grid=(pl.cdiv(arrays[0].shape[0], 64),),\n"
+            "                          in_specs=[spec] * len(arrays), out_specs=spec,\n"
+            "                          interpret=INTERPRET)(*arrays)\n"
+            "\n"
+            "def _silu_forward_kernel(x_ref, o_ref):\n"
+            "    v = x_ref[...]\n"
+            "    o_ref[...] = v / (1.0 + jnp.exp(-v))\n"
+            "\n"
+            "def _silu_backward_kernel(x_ref, g_ref, o_ref):\n"
+            "    v = x_ref[...]\n"
+            "    s = 1.0 / (1.0 + jnp.exp(-v))\n"
+            "    o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+            "\n"
+            "@jax.custom_vjp\n"
+            "def _silu_custom(x):\n"
+            "    return _silu_call(_silu_forward_kernel, x)\n"
+            "\n"
+            "_silu_custom.defvjp(lambda x: (_silu_call(_silu_forward_kernel, x), x),\n"
+            "                    lambda x, g: (_silu_call(_silu_backward_kernel, x, g),))\n"
+            "\n"
+            "def silu_vjp(x):\n"
+            "    return _silu_custom(x)\n",
+        ],
+        "wrong": [
+            ("no custom_vjp: jax.grad cannot differentiate a pallas_call",
+             "def silu_vjp(x):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(x.shape[0], 128),), in_specs=[spec],\n"
+             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
+            ("the backward pass in jnp (jax.vjp of jax.nn.silu): right gradient, no kernel",
+             "def silu_vjp(x):\n"
+             "    def kernel(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    def call(v):\n"
+             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(v.shape, v.dtype),\n"
+             "                              grid=(pl.cdiv(v.shape[0], 128),), in_specs=[spec],\n"
+             "                              out_specs=spec, interpret=INTERPRET)(v)\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(v)\n"
+             "    f.defvjp(lambda v: (call(v), v), lambda v, g: jax.vjp(jax.nn.silu, v)[1](g))\n"
+             "    return f(x)\n"),
+            ("the derivative of the sigmoid used as the derivative of SiLU",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    def call(kernel, *arrays):\n"
+             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
+             "                              grid=(pl.cdiv(arrays[0].shape[0], 128),),\n"
+             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
+             "                              interpret=INTERPRET)(*arrays)\n"
+             "    def fwd_k(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    def bwd_k(x_ref, g_ref, o_ref):\n"
+             "        s = jax.nn.sigmoid(x_ref[...])\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 - s)\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(fwd_k, v)\n"
+             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
+             "    return f(x)\n"),
+            ("the cotangent g ignored in the backward kernel",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    def call(kernel, *arrays):\n"
+             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
+             "                              grid=(pl.cdiv(arrays[0].shape[0], 128),),\n"
+             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
+             "                              interpret=INTERPRET)(*arrays)\n"
+             "    def fwd_k(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    def bwd_k(x_ref, g_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        s = jax.nn.sigmoid(v)\n"
+             "        o_ref[...] = s * (1.0 + v * (1.0 - s))\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(fwd_k, v)\n"
+             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
+             "    return f(x)\n"),
+            ("the forward value from jnp: only the gradient runs in a kernel",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    def bwd_k(x_ref, g_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        s = jax.nn.sigmoid(v)\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return jax.nn.silu(v)\n"
+             "    def bwd(v, g):\n"
+             "        return (pl.pallas_call(bwd_k, out_shape=jax.ShapeDtypeStruct(v.shape, v.dtype),\n"
+             "                               grid=(pl.cdiv(v.shape[0], 128),), in_specs=[spec, spec],\n"
+             "                               out_specs=spec, interpret=INTERPRET)(v, g),)\n"
+             "    f.defvjp(lambda v: (jax.nn.silu(v), v), bwd)\n"
+             "    return f(x)\n"),
+            ("the backward kernel multiplies by s instead of s * (1 + x (1 - s))",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    def call(kernel, *arrays):\n"
+             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
+             "                              grid=(pl.cdiv(arrays[0].shape[0], 128),),\n"
+             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
+             "                              interpret=INTERPRET)(*arrays)\n"
+             "    def fwd_k(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    def bwd_k(x_ref, g_ref, o_ref):\n"
+             "        o_ref[...] = g_ref[...] * jax.nn.sigmoid(x_ref[...])\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(fwd_k, v)\n"
+             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
+             "    return f(x)\n"),
+        ],
+    },
+}
