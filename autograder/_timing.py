@@ -259,8 +259,6 @@ def _number(v):
     try:
         return float(v)
     except (TypeError, ValueError):
-        from autograder._check import Check, call, explainer, run
-
         return describe_value(v)
 
 

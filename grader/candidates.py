@@ -85,7 +85,7 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     """Verdicts, kernel and trusted, on every candidate: ``{(grade_id, index): Result}``.
 
     ``reference``/``reference_derived``: the decoded reference run and its programs, as
-    the pipeline computes them (``grader.pipeline._reference``). ``kernel_too``: the
+    the pipeline computes them (``grader.tasks._reference``). ``kernel_too``: the
     candidates also judged as the student's kernel judges them (default: all); the
     others get ``kernel = {"passed": None}``.
     """

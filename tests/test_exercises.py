@@ -24,7 +24,8 @@ from grader import candidates, mutation
 from grader import notebook as _nb
 from grader.config import settings
 from grader.course import make_scratch_course
-from grader.pipeline import _decoded_reference, _reference, cache_dir
+from grader.ledger import cache_dir
+from grader.tasks import _decoded_reference, _reference
 from grader.tools.mutants import THRESHOLD, Row, _diff, print_table
 from tests.conftest import REPO, modules
 

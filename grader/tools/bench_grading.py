@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader.course import REPO, generate_release, make_scratch_course, run_nbgrader
+from grader.course import generate_release, make_scratch_course
 from grader.tools.submission import build_submission, read_notebook, solution_ids, write_notebook
 
 BROKEN = ["truncated", "crash", "syntax"]

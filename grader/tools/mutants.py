@@ -56,7 +56,7 @@ def _chunks(items: dict[str, list], parts: int) -> list[dict[str, list]]:
 def _grade_group(args) -> dict:
     source_nb, group, reference_hex, limits_dict, cache = args
     from grader import candidates, sandbox
-    from grader.pipeline import _decoded_reference
+    from grader.tasks import _decoded_reference
     from grader import notebook as _nb
 
     reference, derived = _decoded_reference(reference_hex, _nb.test_ids(source_nb))
@@ -74,7 +74,8 @@ def run(course: Path, assignment: str, *, exercise: str | None = None, limit: in
 
     from grader import config, mutation
     from grader import notebook as _nb
-    from grader.pipeline import _notebook_names, _reference, cache_dir
+    from grader.ledger import _notebook_names, cache_dir
+    from grader.tasks import _reference
 
     cfg = config.settings(course)
     # The instructor's own solution and its mutants: trusted, so they run wherever

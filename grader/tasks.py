@@ -1,0 +1,154 @@
+"""One submission's task (run sandboxed, judge outside) and the reference run.
+
+A task is plain data (:class:`Job`): it may run on another machine (a Dask worker).
+It never touches the gradebook.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from grader.ledger import _notebook_names, cache_dir, grading_dir
+
+# ---------------------------------------------------------------- tasks
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """Everything a worker needs, as plain data (it may run on another machine)."""
+
+    assignment: str
+    student: str
+    sources: dict  # notebook name -> source notebook JSON
+    submissions: dict  # notebook name -> submitted notebook JSON
+    reference: dict  # notebook name -> {"files": {result file: hex}, "derived": hex}
+    limits: dict
+    cache: str | None = None  # JAX compilation cache the reference run filled
+    stub: str = ""  # what replaces a missing solution (ClearSolutions.code_stub)
+    max_runs: int = 5
+    text_limit: int = 100_000
+    seed: int | None = None  # c.Grading.seed: the inputs hidden checks draw
+
+
+def _decoded_reference(ref: dict, tests: list[str]):
+    from grader import runner as _runner
+
+    cells = _runner.decode_all(ref["files"], tests)
+    derived = _derived_from_hex(ref.get("derived"))
+    return cells, derived
+
+
+def _derived_to_hex(derived: dict) -> str:
+    from autograder import _wire
+
+    records = tuple(_wire.Record("derived", k, {}, v) for k, v in derived.items())
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult("derived", records))
+    return json.dumps({"json": raw_json.hex(), "npz": raw_npz.hex()})
+
+
+def _derived_from_hex(text: str | None) -> dict:
+    from autograder import _wire
+
+    if not text:
+        return {}
+    doc = json.loads(text)
+    cell = _wire.loads(bytes.fromhex(doc["json"]), bytes.fromhex(doc["npz"]))
+    return {rec.label: rec.observed for rec in cell.records}
+
+
+def grade_task(job: Job) -> dict:
+    """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
+    from grader import notebook as _nb
+    from grader import policy as _policy
+    from grader import programs as _programs
+    from grader import runner as _runner
+    from grader import sandbox as _sandbox
+
+    start = time.monotonic()
+    limits = _sandbox.Limits(**job.limits)
+    bundles, held_all = {}, {}
+    for name, source in job.sources.items():
+        tests = _nb.test_ids(source)
+        reference, reference_derived = _decoded_reference(job.reference[name], tests)
+        own = _nb.submitted_solutions(source)
+        stubs = {g: _nb.stub_source(s, job.stub or _nb.DEFAULT_STUB) for g, s in own.items()}
+        solutions = _nb.submitted_solutions(job.submissions[name], wanted=set(own))
+        held = _policy.held_tests(source, solutions)
+        held_all.update(held)
+        held_solutions = {g: "; ".join(r[:5])
+                          for g, r in _policy.held_exercises(source, solutions).items()}
+        rebuilt = _nb.rebuild(source, solutions, stubs)
+        cache = Path(job.cache) if job.cache and Path(job.cache).is_dir() else None
+        bundle = _runner.run_rebuilt(rebuilt, limits, cache=cache, max_runs=job.max_runs,
+                                     text_limit=job.text_limit, seed=job.seed)
+        bundle["seed"] = job.seed
+        student = _runner.decode_all(bundle["files"], tests)
+        derived = _programs.judge(_programs.to_judge(student, reference), limits, cache=cache)
+        bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
+                                                  reference_derived=reference_derived,
+                                                  held=held)
+        bundle["held_solutions"] = held_solutions
+        del bundle["files"]
+        bundle["rebuilt"] = rebuilt
+        bundles[name] = bundle
+    return {"student": job.student, "bundles": bundles, "held": held_all,
+            "seconds": time.monotonic() - start}
+
+
+def reference_key(course: Path, assignment: str, name: str, limits, seed=None) -> str:
+    """What the reference results depend on: the source notebook, the check library,
+    the grader's judging code and the limits."""
+    import autograder
+    from grader import runner as _runner
+
+    lib = Path(autograder.__file__).parent
+    parts = [(Path(course) / "source" / assignment / name).read_bytes(),
+             json.dumps(dataclasses.asdict(limits)), str(seed)]
+    parts += [p.read_bytes() for p in sorted(lib.glob("*.py"))]
+    return _runner.digest(*parts)
+
+
+def _reference(course: Path, assignment: str, limits, seed: int | None = None
+               ) -> dict[str, dict]:
+    """The reference run of every source notebook, computed once and cached on disk.
+
+    Stops with the list of checks the instructor's own solution fails: an exercise
+    whose definition is broken must not grade anyone.
+    """
+    from grader import judge as _judge
+    from grader import notebook as _nb
+    from grader import programs as _programs
+    from grader import runner as _runner
+
+    out = {}
+    for name in _notebook_names(course, assignment):
+        path = Path(course) / "source" / assignment / name
+        key = reference_key(course, assignment, name, limits, seed)
+        cache = grading_dir(course, assignment) / "reference" / f"{name}.{key}.json"
+        cached = _runner.read_json(cache)
+        if cached is not None:
+            out[name] = cached
+            continue
+        source = json.loads(path.read_text())
+        tests = _nb.test_ids(source)
+        compile_cache = cache_dir(course, assignment)
+        compile_cache.mkdir(parents=True, exist_ok=True)
+        compile_cache.chmod(0o700)
+        result = _runner.reference_results(source, limits, cache=compile_cache, seed=seed)
+        cells = _runner.decode_all(result["files"], tests)
+        derived = _programs.judge(_programs.to_judge(cells, cells, with_expected=True), limits,
+                                  cache=compile_cache, cache_writable=True)
+        problems = [p for t in tests for p in _judge.reference_problems(cells.get(t), t, derived)]
+        if problems:
+            raise RuntimeError(f"source/{assignment}/{name} fails its own checks, so nothing "
+                               "was graded:\n" + "\n".join(problems))
+        result["derived"] = _derived_to_hex(derived)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        for old in cache.parent.glob(f"{name}.*.json"):
+            old.unlink()
+        cache.write_text(json.dumps(result))
+        out[name] = result
+    return out
+
+
