@@ -38,7 +38,10 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("unprivileged"),
 
 A = assignment.NAME
 WORKERS = 2
-LIMITS = _sandbox.Limits(cell_timeout=10, notebook_timeout=120, memory_mb=1024)
+# The cell limit leaves the memory bomb time to reach its limit: first-touching 1 GiB
+# took 2.8 s on the idle 2-core VM and 10.6 s with the machine busy (measure_limits
+# `_one` at the watchdog level), so 10 s let the cell time out first on CI.
+LIMITS = _sandbox.Limits(cell_timeout=40, notebook_timeout=180, memory_mb=1024)
 _READ = ("def add(x, y):\n"
          "    try:\n"
          "        open({path!r}).read()\n"
@@ -168,7 +171,11 @@ def test_unprivileged_grader_holds_the_limits():
             o = outcomes[student]
             assert o["reason"] in reasons and o["score"] == score, (student, o)
             assert o["isolation"] == level and o["phase"] == "recorded", (student, o)
-            assert o["peak_memory_mb"] <= LIMITS.memory_mb * 1.1, (student, o)
+            # A fork bomb's copies share their pages, which the watchdog counts once per
+            # process (RSS): the forks of one 20 ms interval on a busy machine add
+            # ~130 MiB each to the figure, not to the memory used (1213 MiB seen).
+            slack = 1.5 if student == "bomb_fork" else 1.1
+            assert o["peak_memory_mb"] <= LIMITS.memory_mb * slack, (student, o)
             if o["reason"] == "out_of_memory":
                 assert " limit of " in o["stopped_by"] and " MiB" in o["stopped_by"], o
                 assert f"NEEDS ATTENTION {student}: out_of_memory" in flat
