@@ -42,8 +42,8 @@ from autograder._compile import assert_jitted
 from autograder._compile import collect_compilations
 from autograder._compile import Compilations
 from autograder._hlo import assert_donated
-from autograder._hlo import assert_is_optimized_hlo
-from autograder._hlo import assert_is_stablehlo
+from autograder._hlo_text import assert_is_optimized_hlo
+from autograder._hlo_text import assert_is_stablehlo
 from autograder._hlo import assert_stablehlo_op_count
 from autograder._hlo import collect_aliased_parameters
 from autograder._timing import assert_benchmark_honest
