@@ -62,6 +62,32 @@ VARIANTS = {
              "    if kind == 'max':\n"
              "        return windows.max(axis=1)\n"
              "    return windows.mean(axis=1)\n"),
+            ("max by reduce_window from 0.0: a window of negative samples gives 0",
+             "import functools\n"
+             "import jax\n"
+             "from jax import lax\n\n"
+             "@functools.partial(jax.jit, static_argnames=('size', 'kind'))\n"
+             "def pool1d(x, size, kind):\n"
+             "    init, op = (0.0, lax.max) if kind == 'max' else (0.0, lax.add)\n"
+             "    out = lax.reduce_window(x, init, op, (size,), (size,), 'VALID')\n"
+             "    return out if kind == 'max' else out / size\n"),
+            ("mean divides by the number of windows, not by the window size",
+             "import functools\n"
+             "import jax\n\n"
+             "@functools.partial(jax.jit, static_argnames=('size', 'kind'))\n"
+             "def pool1d(x, size, kind):\n"
+             "    windows = x.reshape(-1, size)\n"
+             "    if kind == 'max':\n"
+             "        return windows.max(axis=1)\n"
+             "    return windows.sum(axis=1) / windows.shape[0]\n"),
+            ("squeezes the result: one window (size == n) gives a scalar, not shape (1,)",
+             "import functools\n"
+             "import jax\n\n"
+             "@functools.partial(jax.jit, static_argnames=('size', 'kind'))\n"
+             "def pool1d(x, size, kind):\n"
+             "    windows = x.reshape(-1, size)\n"
+             "    out = windows.max(axis=1) if kind == 'max' else windows.mean(axis=1)\n"
+             "    return out.squeeze()\n"),
         ],
     },
     "05_control_flow_activation": {
@@ -110,6 +136,19 @@ VARIANTS = {
              "from jax import lax\n\n"
              "def activation(kind, x):\n"
              "    return lax.switch(kind, [jnp.tanh, jax.nn.relu, jax.nn.softplus], x)\n"),
+            ("kind % 3 wraps around instead of clamping: kind = -1 gives softplus, kind = 3 relu",
+             "import jax\n"
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def activation(kind, x):\n"
+             "    return lax.switch(kind % 3, [jax.nn.relu, jnp.tanh, jax.nn.softplus], x)\n"),
+            ("softplus written as log(1 + exp(x)): overflows to inf for x above about 88",
+             "import jax\n"
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def activation(kind, x):\n"
+             "    return lax.switch(kind, [jax.nn.relu, jnp.tanh,\n"
+             "                             lambda v: jnp.log(1.0 + jnp.exp(v))], x)\n"),
         ],
     },
     "05_control_flow_simulate_pendulum": {
@@ -165,6 +204,39 @@ VARIANTS = {
              "        w = s[1] - dt * (k * jnp.sin(s[0]) + damping * s[1])\n"
              "        return jnp.stack([s[0] + dt * w, w])\n"
              "    return lax.fori_loop(1, n_steps, step, state0)\n"),
+            ("the first step peeled out of the loop: n_steps = 0 still takes one step",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def simulate_pendulum(state0, k, n_steps, dt=0.05, damping=0.1):\n"
+             "    def step(i, s):\n"
+             "        w = s[1] - dt * (k * jnp.sin(s[0]) + damping * s[1])\n"
+             "        return jnp.stack([s[0] + dt * w, w])\n"
+             "    return lax.fori_loop(1, n_steps, step, step(0, state0))\n"),
+            ("dt and damping hard-coded to their defaults",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def simulate_pendulum(state0, k, n_steps, dt=0.05, damping=0.1):\n"
+             "    def step(i, s):\n"
+             "        w = s[1] - 0.05 * (k * jnp.sin(s[0]) + 0.1 * s[1])\n"
+             "        return jnp.stack([s[0] + 0.05 * w, w])\n"
+             "    return lax.fori_loop(0, n_steps, step, state0)\n"),
+            ("the damping term with the wrong sign: it pumps energy in",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def simulate_pendulum(state0, k, n_steps, dt=0.05, damping=0.1):\n"
+             "    def step(i, s):\n"
+             "        w = s[1] - dt * (k * jnp.sin(s[0]) - damping * s[1])\n"
+             "        return jnp.stack([s[0] + dt * w, w])\n"
+             "    return lax.fori_loop(0, n_steps, step, state0)\n"),
+            ("returns the carry as a tuple (theta, omega), not an array of shape (2,)",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def simulate_pendulum(state0, k, n_steps, dt=0.05, damping=0.1):\n"
+             "    def step(i, s):\n"
+             "        theta, omega = s\n"
+             "        omega = omega - dt * (k * jnp.sin(theta) + damping * omega)\n"
+             "        return theta + dt * omega, omega\n"
+             "    return lax.fori_loop(0, n_steps, step, (state0[0], state0[1]))\n"),
         ],
     },
     "05_control_flow_newton_sqrt": {
@@ -211,6 +283,41 @@ VARIANTS = {
              "    cond = lambda c: (jnp.abs(c[0] * c[0] - a) > tol) & (c[1] < max_steps)\n"
              "    body = lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1)\n"
              "    return lax.while_loop(cond, body, (jnp.maximum(a, 1.0), 0))\n"),
+            ("starts from x = a, not max(a, 1): for a just below 1 the start passes the test too early",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+             "    cond = lambda c: (jnp.abs(c[0] * c[0] - a) > tol * a) & (c[1] < max_steps)\n"
+             "    body = lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1)\n"
+             "    return lax.while_loop(cond, body, (a, 0))\n"),
+            ("starts from x = 1: for a just above 1 the start passes the test too early",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+             "    cond = lambda c: (jnp.abs(c[0] * c[0] - a) > tol * a) & (c[1] < max_steps)\n"
+             "    body = lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1)\n"
+             "    return lax.while_loop(cond, body, (jnp.ones_like(a), 0))\n"),
+            ("keeps going while the residual is >= tol * a: a residual of exactly 0 with tol = 0 never stops",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+             "    cond = lambda c: ~(jnp.abs(c[0] * c[0] - a) < tol * a) & (c[1] < max_steps)\n"
+             "    body = lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1)\n"
+             "    return lax.while_loop(cond, body, (jnp.maximum(a, 1.0), 0))\n"),
+            ("steps <= max_steps: one update past the cap",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+             "    cond = lambda c: (jnp.abs(c[0] * c[0] - a) > tol * a) & (c[1] <= max_steps)\n"
+             "    body = lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1)\n"
+             "    return lax.while_loop(cond, body, (jnp.maximum(a, 1.0), 0))\n"),
+            ("counts the steps as a float (0.0 + 1): steps must be an integer",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+             "    cond = lambda c: (jnp.abs(c[0] * c[0] - a) > tol * a) & (c[1] < max_steps)\n"
+             "    body = lambda c: ((c[0] + a / c[0]) / 2, c[1] + 1.0)\n"
+             "    return lax.while_loop(cond, body, (jnp.maximum(a, 1.0), 0.0))\n"),
         ],
     },
     "05_control_flow_rnn_states": {
@@ -266,6 +373,30 @@ VARIANTS = {
              "        h = jnp.tanh(x @ params['W_x'] + h @ params['W_h'] + params['b'])\n"
              "        return h, h\n"
              "    return lax.scan(step, h0, xs, unroll=True)[1]\n"),
+            ("ignores h0: starts from a zero state",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def rnn_states(params, h0, xs):\n"
+             "    def step(h, x):\n"
+             "        h = jnp.tanh(x @ params['W_x'] + h @ params['W_h'] + params['b'])\n"
+             "        return h, h\n"
+             "    return lax.scan(step, jnp.zeros_like(h0), xs)[1]\n"),
+            ("W_h applied from the left (W_h @ h): the transpose of the recurrence",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def rnn_states(params, h0, xs):\n"
+             "    def step(h, x):\n"
+             "        h = jnp.tanh(x @ params['W_x'] + params['W_h'] @ h + params['b'])\n"
+             "        return h, h\n"
+             "    return lax.scan(step, h0, xs)[1]\n"),
+            ("squeezes the stacked states: a sequence of one step gives shape (H,), not (1, H)",
+             "import jax.numpy as jnp\n"
+             "from jax import lax\n\n"
+             "def rnn_states(params, h0, xs):\n"
+             "    def step(h, x):\n"
+             "        h = jnp.tanh(x @ params['W_x'] + h @ params['W_h'] + params['b'])\n"
+             "        return h, h\n"
+             "    return jnp.squeeze(lax.scan(step, h0, xs)[1])\n"),
         ],
     },
     "05_control_flow_fixed_point": {
@@ -366,6 +497,17 @@ VARIANTS = {
         return (jnp.where(active, new, x), steps + active.astype(jnp.int32)), None
     (x, steps), _ = lax.scan(step, (jnp.zeros_like(jnp.asarray(x0)), jnp.int32(0)), None,
                              length=max_steps)
+    return x, steps
+'''),
+            ('updates while |f(a, x) - x| >= tol: a change of exactly tol is not converged',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps = carry
+        new = f(a, x)
+        active = jnp.abs(new - x) >= tol
+        return (jnp.where(active, new, x), steps + active.astype(jnp.int32)), None
+    x0 = jnp.asarray(x0)
+    (x, steps), _ = lax.scan(step, (x0, jnp.zeros(x0.shape, jnp.int32)), None, length=max_steps)
     return x, steps
 '''),
         ],
