@@ -137,12 +137,12 @@ from autograder._flags import assert_flags_restored
 from autograder._flags import collect_flags
 from autograder._exported import assert_dot_dtypes
 from autograder._exported import assert_named_scopes
-from autograder._exported import dot_facts
 from autograder._exported import exported_text
-from autograder._exported import scope_facts
-from autograder._recompiles import assert_cache_miss_report
+from autograder._program_text import dot_facts
+from autograder._program_text import scope_facts
+from autograder._cache_misses import assert_cache_miss_report
+from autograder._cache_misses import collect_cache_miss_report
 from autograder._recompiles import assert_no_retraces
-from autograder._recompiles import collect_cache_miss_report
 from autograder._recompiles import collect_retraces
 from autograder._traces import assert_profile_written
 from autograder._traces import collect_profile

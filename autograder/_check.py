@@ -39,6 +39,9 @@ EXPLAINERS: dict[str, Callable[..., str | None]] = {}
 EXPLAINS_ERRORS: set[str] = set()
 
 _state = {"mode": KERNEL, "out": "probe", "records": None, "test_id": None}
+# What puts back process-wide state a student's code may leave behind (JAX's
+# configuration flags), run whenever a test cell's code has run: see at_test_cell_end.
+_CELL_END: list[Callable[[], None]] = []
 
 
 def mode() -> str:
@@ -231,6 +234,27 @@ def _state_records() -> list:
     return _state["records"]
 
 
+def at_test_cell_end(fn: Callable[[], None]) -> None:
+    """Registers ``fn`` (once) to run whenever a test cell's code has run, pass or fail.
+
+    A check module whose checks put back process-wide state (JAX's configuration
+    flags) registers how: then what one exercise's code leaves behind cannot change
+    the next exercise's, in a grading sandbox and in the grader's candidate harness,
+    where one notebook cell runs a test cell twice (IPython's ``post_run_cell`` covers
+    a student's own kernel).
+    """
+    if fn not in _CELL_END:
+        _CELL_END.append(fn)
+
+
+def _test_cell_ended() -> None:
+    for fn in list(_CELL_END):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - putting state back must not stop grading
+            pass
+
+
 def run_test_cell(test_id: str, source: str, namespace: dict) -> None:
     """Runs a test cell's code in a private namespace and writes its records.
 
@@ -244,6 +268,8 @@ def run_test_cell(test_id: str, source: str, namespace: dict) -> None:
         exec(compile(source, f"<test {test_id}>", "exec"), scope)  # noqa: S102 - the instructor's test
     except Exception as err:  # noqa: BLE001 - a stopped test is part of the result
         stopped = f"{type(err).__name__}: {str(err).strip()[:500]}"
+    finally:
+        _test_cell_ended()
     records, _state["records"] = _state["records"], None
     raw_json, raw_npz = _wire.dumps(_wire.CellResult(test_id, tuple(records), stopped))
     os.makedirs(_state["out"], exist_ok=True)
@@ -294,6 +320,8 @@ def run_candidate(exercise: str, index: int, source: str, test_id: str, test_sou
             verdict = {"passed": False, "message": str(err)}
         except Exception as err:  # noqa: BLE001 - any error fails the test cell
             verdict = {"passed": False, "message": f"{type(err).__name__}: {err}"[:2000]}
+        finally:
+            _test_cell_ended()  # the grader's run below starts as a fresh cell would
         with open(os.path.join(folder, "kernel.json"), "w") as f:
             json.dump(verdict, f)
         _state.update(mode=STUDENT, out=folder)

@@ -5,6 +5,10 @@
 error's text, plain data; :func:`explain_checkify_errors` judges that text against
 what each input must report (``None``, ``"out-of-bounds"``, ``"division by zero"``,
 ``"nan generated"`` or a user check's message), per mapped index under ``vmap``.
+
+What a checkify error says is a value the student's function returned, observed in
+its process like any other value (an exported program would carry the checks as
+ops, but not the messages they map to).
 """
 from __future__ import annotations
 
@@ -13,15 +17,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from autograder._feedback import CheckFailure, describe_value, format_failure
-from autograder._numeric import call_student
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import describe_value, format_failure
 
 _MAPPED = re.compile(r"at mapped index (\d+): ")
 
 
-def _error_text(err: Any) -> str | None:
-    text = err.get()
-    return None if text is None else str(text)
+def _error_type():
+    from jax.experimental import checkify
+
+    return checkify.Error
 
 
 def collect_checkify_errors(fn: Callable, cases: Sequence[Sequence], *,
@@ -31,9 +36,9 @@ def collect_checkify_errors(fn: Callable, cases: Sequence[Sequence], *,
     With ``vmap=True`` the cases are stacked along a new leading axis and run as one
     call of ``jax.jit(jax.vmap(fn))``.
 
-    Returns one dict per call: ``{"error": str or None, "value": array}`` when the
-    call returned a checkify ``Error`` first, or ``{"problem": text}`` when it did not
-    (it raised, or returned something else).
+    Returns one dict per call (plain data): ``{"error": str or None, "value": list}``
+    when the call returned a checkify ``Error`` first, or ``{"problem": text}`` when it
+    did not (it raised, or returned something else).
 
     >>> import jax.numpy as jnp
     >>> from jax.experimental import checkify
@@ -45,32 +50,36 @@ def collect_checkify_errors(fn: Callable, cases: Sequence[Sequence], *,
     """
     import jax
 
+    if not callable(fn):
+        call(fn)  # raises NotAFunction: the check reports it
     calls = cases
     wrapped = jax.jit(fn)
     if vmap:
         calls = [jax.tree.map(lambda *leaves: np.stack(leaves), *cases)]
         wrapped = jax.jit(jax.vmap(fn))
+    error_type = _error_type()
     out = []
     for args in calls:
         try:
-            result, _ = call_student(wrapped, tuple(args), name=_name(fn))
-        except CheckFailure as failure:
-            out.append({"problem": str(failure).splitlines()[0]})
+            result = call(wrapped, tuple(args))
+        except NotImplementedError:
+            raise
+        except Exception as err:  # noqa: BLE001 - what it raised is the observation
+            first = (str(err).strip().splitlines() or [""])[0][:300]
+            out.append({"problem": f"raised {type(err).__name__}: {first}"})
             continue
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
             out.append({"problem": f"returned {describe_value(result)}, not (err, value)"})
             continue
         err, value = result
-        if not hasattr(err, "get") or not hasattr(err, "throw"):
+        if not isinstance(err, error_type):
             out.append({"problem": f"returned ({describe_value(err)}, ...): the first "
                                    "element is not a checkify Error"})
             continue
-        out.append({"error": _error_text(err), "value": np.asarray(value)})
+        text = err.get()
+        out.append({"error": None if text is None else str(text)[:2000],
+                    "value": np.asarray(value).tolist()})
     return out
-
-
-def _name(fn: Callable) -> str:
-    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def split_mapped_errors(text: str | None) -> dict[int, str]:
@@ -110,21 +119,26 @@ def explain_checkify_errors(observed: list[dict], expected: list, *, name: str,
       fix: pass errors=checkify.all_checks (or the union of the sets you need) to checkify.checkify
     """
     labels = list(labels or [f"input {i + 1}" for i in range(len(expected))])
+    if len(observed) != (1 if vmap else len(expected)):
+        return format_failure(f"{name} could not be checked: {len(observed)} results for "
+                              f"{len(expected)} inputs", section=section)
     if vmap:
-        call = observed[0]
-        if "problem" in call:
-            return _problem_message(name, call["problem"], "the vmapped call", section)
-        per_index = split_mapped_errors(call["error"])
+        call_ = observed[0]
+        if "problem" in call_:
+            return _problem_message(name, call_["problem"], "the vmapped call", section)
+        per_index = split_mapped_errors(call_["error"])
         got = [{"error": per_index.get(i), "value": None} for i in range(len(expected))]
-        if call["error"] and not per_index:
-            got = [{"error": call["error"], "value": None} for _ in expected]
+        if call_["error"] and not per_index:
+            got = [{"error": call_["error"], "value": None} for _ in expected]
     else:
         got = observed
     bad = []
     for i, (obs, want) in enumerate(zip(got, expected)):
         if "problem" in obs:
-            return _problem_message(name, obs["problem"], labels[i], section)
+            return _problem_message(name, str(obs["problem"]), labels[i], section)
         text = obs["error"]
+        if text is not None and not isinstance(text, str):
+            raise ValueError("an error text that is not a string")
         if want is None and text is not None:
             bad.append((i, "no error", repr(text), "false"))
         elif want is not None and (text is None or want not in text):
@@ -189,7 +203,8 @@ def assert_checkify_errors(fn: Callable, cases: Sequence[Sequence], expected: Se
       vmap: run all cases as one ``jax.vmap`` call instead.
 
     Returns:
-      What :func:`collect_checkify_errors` observed.
+      What :func:`collect_checkify_errors` observed (None when it could not run, in a
+      grading run).
 
     >>> import jax.numpy as jnp
     >>> from jax.experimental import checkify
@@ -201,10 +216,20 @@ def assert_checkify_errors(fn: Callable, cases: Sequence[Sequence], expected: Se
     ...                            [None, "division by zero", "out-of-bounds"])
     """
     __tracebackhide__ = True
-    label = name or _name(fn)
-    observed = collect_checkify_errors(fn, cases, vmap=vmap)
-    message = explain_checkify_errors(observed, list(expected), name=label, labels=labels,
-                                      vmap=vmap, section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="values")
-    return observed
+    label = name or getattr(fn, "__name__", type(fn).__name__)
+    return run(Check("checkify_errors", label,
+                     observe=lambda: collect_checkify_errors(fn, cases, vmap=vmap),
+                     observe_as="facts",
+                     params=dict(want=list(expected), labels=list(labels) if labels else None,
+                                 vmap=vmap, section=section, hint=hint, fix=fix)))
+
+
+@explainer("checkify_errors")
+def _explain(observed, expected, *, label: str, want: list, labels=None, vmap=False,
+             section=None, hint=None, fix=None, **_ignored) -> str | None:
+    del expected
+    facts = observed.facts
+    if not isinstance(facts, list) or not all(isinstance(f, dict) for f in facts):
+        raise ValueError("checkify results are not a list of objects")
+    return explain_checkify_errors(facts, list(want), name=label, labels=labels, vmap=bool(vmap),
+                                   section=section, hint=hint, fix=fix)

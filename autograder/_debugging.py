@@ -1,12 +1,16 @@
 """Checks for the debugging chapter: plain results and debug callbacks.
 
-Every check has three parts: ``collect_*`` runs the student's code and returns plain
-data (numbers, strings, lists and dicts of them), ``explain_*`` is a pure function
-of that data and of what was expected (a teaching message, or ``None``), and
-``assert_*`` joins them in the student's kernel. The trusted grader runs the same
-``explain_*`` on data that came back from a sandbox. The chapter's other checks live
-in ``_flags`` (configuration flags), ``_checkify`` (errors as values),
-``_recompiles``, ``_traces`` and ``_exported``.
+Every check observes the student's code as plain data (numbers, strings, lists and
+dicts of them) and is judged by a pure ``explain_*`` of that data, in the student's
+kernel and, outside the sandbox, by the trusted grader (:mod:`autograder._check`).
+
+Both are value checks, observed where the student's code runs: a plain result is a
+value; a debug callback's log is what the callbacks appended, at run time, to a list
+in the student's process (an exported program cannot hold host callbacks: the
+program judge refuses them). The chapter's other checks live in ``_flags``
+(configuration flags), ``_checkify`` (errors as values), ``_recompiles`` and
+``_cache_misses`` (recompilation), ``_traces`` (profiler traces) and ``_exported``
+(facts from exported programs).
 """
 from __future__ import annotations
 
@@ -15,9 +19,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from autograder._feedback import CheckFailure, call_signature, describe_value, format_failure
-from autograder._numeric import call_student
-from autograder._quiet import report_captured
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import call_signature, describe_value, format_failure
 
 # --------------------------------------------------------------------- plain results
 
@@ -113,15 +116,24 @@ def assert_plain_result(fn: Callable, reference: Callable, args: Sequence = (),
     """
     __tracebackhide__ = True
     kwargs = kwargs or {}
-    expected = _plain(reference(*args, **kwargs))
     label = name or call_signature(fn, args, kwargs)
-    result, captured = call_student(fn, args, kwargs, name=label, section=section)
-    message = explain_plain(_plain(result), expected, name=label, rtol=rtol, atol=atol,
-                            section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="values")
-    report_captured(captured, label)
-    return result
+    kept: dict = {}
+
+    def observe():
+        kept["result"] = call(fn, args, kwargs)
+        return _plain(kept["result"])
+
+    return run(Check("plain", label, observe=observe, observe_as="facts",
+                     expect=lambda: _plain(reference(*args, **kwargs)), expect_as="facts",
+                     params=dict(rtol=rtol, atol=atol, section=section, hint=hint, fix=fix),
+                     returns=lambda _: kept.get("result")))
+
+
+@explainer("plain")
+def _explain_plain(observed, expected, *, label: str, rtol=1e-6, atol=0.0, section=None,
+                   hint=None, fix=None, **_ignored) -> str | None:
+    return explain_plain(observed.facts, expected.facts, name=label, rtol=float(rtol),
+                         atol=float(atol), section=section, hint=hint, fix=fix)
 
 
 # ------------------------------------------------------------------- debug callbacks
@@ -134,8 +146,9 @@ def collect_callback_log(make: Callable, fn: Callable, inputs: Sequence, *,
     on each input) or ``"vmap"`` (``jax.jit(jax.vmap(g))`` on the stacked inputs).
     Waits for pending callbacks (``jax.effects_barrier``) before reading the log.
 
-    Returns ``{"entries": [...], "outputs": [...]}``: each log entry as a float, or as
-    a description when it is not a number (a tracer, a list); the outputs of ``g``.
+    Returns plain data, ``{"entries": [...], "outputs": [...]}``: each log entry as a
+    float, or as a description when it is not a number (a tracer, a list); the outputs
+    of ``g`` as nested lists. ``{"problem": ...}`` says ``make`` returned no function.
 
     >>> import jax.numpy as jnp
     >>> def leaky(fn, log):                 # appends a tracer once, at trace time
@@ -150,8 +163,7 @@ def collect_callback_log(make: Callable, fn: Callable, inputs: Sequence, *,
     import jax.numpy as jnp
 
     log: list = []
-    g, captured = call_student(make, (fn, log), name=f"{_name(make)}(fn, log)")
-    report_captured(captured, _name(make))
+    g = call(make, (fn, log))
     if not callable(g):
         return {"entries": [], "outputs": [], "problem": f"returned {describe_value(g)}, "
                                                           "not a function"}
@@ -163,12 +175,13 @@ def collect_callback_log(make: Callable, fn: Callable, inputs: Sequence, *,
     else:
         runs = [(g, (x,)) for x in inputs]
     outputs = []
-    for call, args in runs:
-        out, captured = call_student(call, args, name=f"{transform} of the wrapped function")
-        report_captured(captured, _name(make))
-        outputs.append(np.asarray(out))
+    for wrapped, args in runs:
+        outputs.append(np.asarray(wrapped(*args)).tolist())
     jax.effects_barrier()
-    return {"entries": [_entry(v) for v in log], "outputs": outputs}
+    return {"entries": [_entry(v) for v in log[:_MAX_ENTRIES]], "outputs": outputs}
+
+
+_MAX_ENTRIES = 1000
 
 
 def _entry(v: Any):
@@ -252,12 +265,22 @@ def assert_callback_log(make: Callable, fn: Callable, inputs: Sequence,
     """
     __tracebackhide__ = True
     label = name or _name(make)
-    observed = collect_callback_log(make, fn, inputs, transform=transform)
-    message = explain_callback_log(observed, expected, name=label, transform=transform,
-                                   section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="values")
-    return observed
+    return run(Check("callback_log", label,
+                     observe=lambda: collect_callback_log(make, fn, inputs, transform=transform),
+                     observe_as="facts",
+                     params=dict(want=[float(e) for e in expected], transform=transform,
+                                 section=section, hint=hint, fix=fix)))
+
+
+@explainer("callback_log")
+def _explain_callback_log(observed, expected, *, label: str, want: list, transform: str,
+                          section=None, hint=None, fix=None, **_ignored) -> str | None:
+    del expected
+    facts = observed.facts
+    if not isinstance(facts, dict) or not isinstance(facts.get("entries", []), list):
+        raise ValueError("a callback log that is not a JSON object")
+    return explain_callback_log(facts, list(want), name=label, transform=transform,
+                                section=section, hint=hint, fix=fix)
 
 
 def _name(fn: Callable) -> str:

@@ -4,22 +4,22 @@ dtypes of its matrix products.
 ``jax.export.export(jax.jit(fn))(*args).mlir_module()`` is the StableHLO text of the
 function, with debug locations: every op carries a name such as
 ``jit(step)/grad/transpose(jvp())/dot_general`` (the jit, the ``jax.named_scope``
-labels, the transformations, the primitive). :func:`scope_facts` and
-:func:`dot_facts` read that text only, so the trusted grader can derive the same
-facts outside the student's process from the exported bytes.
+labels, the transformations, the primitive). Both checks here are *exported-program
+facts*: the student's function is exported (:func:`autograder._artifacts.programs_of`)
+and the facts are derived from the program's bytes by the program judge, outside the
+student's process (in the student's kernel, in place): the op locations
+(``locations``, read by :func:`scope_facts`) and the operand and result types of each
+``dot_general`` (``dots``, :func:`dot_facts`). The judge also runs the program on the
+grader's inputs, so a program of some other function earns nothing.
 """
 from __future__ import annotations
 
-import re
 from typing import Callable, Sequence
 
-from autograder._feedback import CheckFailure, format_failure
-from autograder._numeric import call_student
-
-_LOC = re.compile(r'loc\("((?:jit|pjit)\([^"]*)"')
-_TRANSFORM = re.compile(r"^[\w.]+\(.*\)$")  # jit(f), jvp(), transpose(jvp()), vmap(...)
-_DOT = re.compile(r"stablehlo\.dot_general\b.*:\s*\((tensor<[^>]*>),\s*(tensor<[^>]*>)\)"
-                  r"\s*->\s*(tensor<[^>]*>)")
+from autograder._artifacts import explain_program, program_facts, programs_of
+from autograder._check import Check, explainer, run
+from autograder._feedback import format_failure
+from autograder._program_text import dot_facts, scope_facts
 
 
 def exported_text(fn: Callable, args: Sequence, *, name: str | None = None,
@@ -31,36 +31,10 @@ def exported_text(fn: Callable, args: Sequence, *, name: str | None = None,
     >>> "stablehlo.sine" in text and '"jit(<lambda>)/sin"' in text
     True
     """
-    __tracebackhide__ = True
+    del name, section  # kept for the notebooks' calls: a lesson helper, not a check
     import jax
 
-    label = name or getattr(fn, "__name__", "fn")
-
-    def export():
-        return jax.export.export(jax.jit(fn))(*args).mlir_module()
-
-    export.__name__ = f"jax.export.export(jax.jit({label}))"
-    text, _ = call_student(export, (), name=f"exporting {label}", section=section)
-    return text
-
-
-def scope_facts(text: str) -> dict[str, list[str]]:
-    """``{primitive: sorted scope paths}`` from the op locations of an exported program.
-
-    A scope path joins the ``jax.named_scope`` labels around the op (``""`` when none).
-
-    >>> scope_facts('loc("jit(step)/grad/transpose(jvp())/dot_general") '
-    ...             'loc("jit(step)/update/sub") loc("jit(step)/sub") loc("w")')
-    {'dot_general': ['grad'], 'sub': ['', 'update']}
-    """
-    facts: dict[str, set] = {}
-    for name in _LOC.findall(text):
-        parts = name.split("/")
-        if len(parts) < 2:
-            continue
-        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
-        facts.setdefault(parts[-1], set()).add("/".join(scopes))
-    return {prim: sorted(paths) for prim, paths in sorted(facts.items())}
+    return jax.export.export(jax.jit(fn))(*args).mlir_module()
 
 
 def explain_scopes(facts: dict, *, required: dict[str, Sequence[str]],
@@ -116,8 +90,13 @@ _ROLE = {"update": "parameter update", "grad": "gradient computation (forward an
 
 def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusive: dict,
                         section: str | None = None, hint: str | None = None,
-                        fix: str | None = None, name: str | None = None) -> dict:
+                        fix: str | None = None, name: str | None = None) -> None:
     """Exports ``jax.jit(fn)`` at ``args`` and judges its named scopes.
+
+    ``required``: ``{scope: [primitives]}``, each primitive must appear inside that
+    scope; ``exclusive``: ``{primitive: scope}``, every op of the primitive must lie
+    inside the scope. Returns nothing: the facts are derived from the exported program
+    (outside the student's process when grading).
 
     >>> import jax, jax.numpy as jnp
     >>> def step(w, x):
@@ -125,38 +104,34 @@ def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusi
     ...         g = jax.grad(lambda w: jnp.sum((x @ w) ** 2))(w)
     ...     with jax.named_scope("update"):
     ...         return w - 0.1 * g
-    >>> facts = assert_named_scopes(step, (jnp.ones(3), jnp.ones((2, 3))),
-    ...                             required={"update": ["sub"]},
-    ...                             exclusive={"dot_general": "grad"})
-    >>> facts["sub"]
-    ['update']
+    >>> assert_named_scopes(step, (jnp.ones(3), jnp.ones((2, 3))),
+    ...                     required={"update": ["sub"]}, exclusive={"dot_general": "grad"})
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", "fn")
-    facts = scope_facts(exported_text(fn, args, name=label, section=section))
-    message = explain_scopes(facts, required=required, exclusive=exclusive, name=label,
-                             section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
-    return facts
+    run(Check("named_scopes", label, observe=lambda: programs_of((fn, tuple(args), None)),
+              observe_as="artifact",
+              params=dict(required={k: list(v) for k, v in required.items()},
+                          exclusive=dict(exclusive), section=section, hint=hint, fix=fix)))
+
+
+def _program(observed, expected, label, section) -> tuple[str | None, dict]:
+    problem = explain_program(observed, expected, label=label, section=section)
+    return problem, (program_facts(observed)[0] if not problem else {})
+
+
+@explainer("named_scopes")
+def _explain_scopes(observed, expected, *, label: str, required: dict, exclusive: dict,
+                    section=None, hint=None, fix=None, **_ignored) -> str | None:
+    problem, facts = _program(observed, expected, label, section)
+    if problem:
+        return problem
+    text = " ".join(f'loc("{name}")' for name in facts.get("locations", []))
+    return explain_scopes(scope_facts(text), required=required, exclusive=exclusive,
+                          name=label, section=section, hint=hint, fix=fix)
 
 
 # ------------------------------------------------------------------ matrix products
-
-def _element_type(tensor: str) -> str:
-    # tensor<256x64xbf16> -> bf16; tensor<f32> -> f32
-    return tensor[len("tensor<"):-1].split("x")[-1]
-
-
-def dot_facts(text: str) -> list[tuple[str, str, str]]:
-    """``[(lhs dtype, rhs dtype, result dtype), ...]`` for each ``dot_general``.
-
-    >>> dot_facts("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : "
-    ...           "(tensor<2x3xbf16>, tensor<3x2xbf16>) -> tensor<2x2xf32> loc(#loc9)")
-    [('bf16', 'bf16', 'f32')]
-    """
-    return [tuple(_element_type(t) for t in m.groups()) for m in _DOT.finditer(text)]
-
 
 def explain_dots(facts: list, *, operands: str, result: str | None, name: str,
                  section: str | None = None, hint: str | None = None,
@@ -203,20 +178,29 @@ def explain_dots(facts: list, *, operands: str, result: str | None, name: str,
 
 def assert_dot_dtypes(fn: Callable, args: Sequence, *, operands: str, result: str | None,
                       section: str | None = None, hint: str | None = None,
-                      fix: str | None = None, name: str | None = None) -> list:
+                      fix: str | None = None, name: str | None = None) -> None:
     """Exports ``jax.jit(fn)`` at ``args``; every dot_general must be
     ``(operands, operands) -> result`` (dtype names as in StableHLO: bf16, f16, f32).
 
     >>> import jax.numpy as jnp
     >>> a = jnp.ones((2, 3), jnp.bfloat16)
-    >>> _ = assert_dot_dtypes(lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32),
+    >>> assert_dot_dtypes(lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32),
     ...                       (a,), operands="bf16", result="f32")
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", "fn")
-    facts = dot_facts(exported_text(fn, args, name=label, section=section))
-    message = explain_dots(facts, operands=operands, result=result, name=label,
-                           section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
-    return facts
+    run(Check("dot_dtypes", label, observe=lambda: programs_of((fn, tuple(args), None)),
+              observe_as="artifact",
+              params=dict(operands=operands, result=result, section=section, hint=hint,
+                          fix=fix)))
+
+
+@explainer("dot_dtypes")
+def _explain_dots(observed, expected, *, label: str, operands: str, result=None,
+                  section=None, hint=None, fix=None, **_ignored) -> str | None:
+    problem, facts = _program(observed, expected, label, section)
+    if problem:
+        return problem
+    dots = [tuple(str(t) for t in d) for d in facts.get("dots", [])]
+    return explain_dots(dots, operands=operands, result=result, name=label,
+                        section=section, hint=hint, fix=fix)

@@ -1,18 +1,29 @@
-"""Configuration flags in the debugging chapter: collected, judged and put back.
+"""Configuration flags in the debugging chapter: observed, judged and put back.
 
 A student who leaves ``jax_debug_nans`` or ``jax_enable_x64`` on changes every later
-cell, so the flags are part of what the checks observe. Checks that call student code
-put back every course flag it changed; :func:`assert_flags_at_defaults` (the first
-line of each test cell) resets flags left on by a solution cell before it reports
-them, and, in a notebook, resets them again when the test cell ends.
+cell, so the flags are part of what the checks observe. Two checks:
+
+- :func:`assert_flags_at_defaults` (the first line of each test cell) observes the
+  flags a solution cell left set, and puts them back before anything else runs;
+- :func:`assert_flags_restored` observes the flags before and after a call of the
+  student's function (with a setting of the caller's applied first), and puts them
+  back whatever the call did.
+
+Both are *in-process facts*: a configuration flag exists only in the process that
+runs the student's code, so it is observed there, as plain data, and judged by
+:func:`explain_flags` outside. The observation also has a side effect that is not a
+judgement: the flags are put back. They are put back again when a test cell ends
+(IPython's ``post_run_cell`` in a notebook; :func:`autograder._check.at_test_cell_end`
+in the grader's runs, where one notebook cell can run several test cells): a flag one
+exercise leaves on can change no other exercise, in a student's kernel, in a grading
+sandbox or in the grader's candidate harness.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from autograder._feedback import CheckFailure, call_signature, format_failure
-from autograder._numeric import call_student
-from autograder._quiet import report_captured
+from autograder._check import Check, at_test_cell_end, call, explainer, run
+from autograder._feedback import call_signature, format_failure
 
 # The values every cell of the course may assume (what course.setup() leaves).
 COURSE_FLAGS = {
@@ -56,6 +67,26 @@ def collect_flags(names: Sequence[str] = tuple(COURSE_FLAGS)) -> dict[str, Any]:
     return {name: getattr(jax.config, name) for name in names}
 
 
+def _force(name: str, value: Any) -> None:
+    """Sets a flag, also when a context manager entered and never exited (a leaked
+    ``jax.debug_nans(True).__enter__()``) holds a thread-local value over the global one."""
+    import jax
+
+    jax.config.update(name, value)
+    if getattr(jax.config, name) == value:
+        return
+    try:  # private, guarded: only a leaked context manager gets here
+        from jax._src import config as _config
+
+        state = _config.config_states[name]
+        state.set_local(_config.config_ext.unset)
+        hook = getattr(state, "_update_thread_local_hook", None)
+        if hook:
+            hook(None)
+    except Exception:  # noqa: BLE001 - the check then reports the flag as it is
+        pass
+
+
 def restore_flags(values: dict[str, Any]) -> dict[str, Any]:
     """Sets each flag back to ``values[name]`` where it differs; returns what it set."""
     import jax
@@ -63,9 +94,14 @@ def restore_flags(values: dict[str, Any]) -> dict[str, Any]:
     changed = {}
     for name, value in values.items():
         if getattr(jax.config, name) != value:
-            jax.config.update(name, value)
+            _force(name, value)
             changed[name] = value
     return changed
+
+
+def reset_course_flags() -> None:
+    """Puts every course flag back to its default (when a test cell ends)."""
+    restore_flags(COURSE_FLAGS)
 
 
 def explain_flags(observed: dict, expected: dict, *, what: str, section: str | None = None,
@@ -98,9 +134,18 @@ def explain_flags(observed: dict, expected: dict, *, what: str, section: str | N
         section=section)
 
 
+def _facts(observed) -> dict:
+    facts = observed.facts
+    if not isinstance(facts, dict):
+        raise ValueError("flags are not a JSON object")
+    return facts
+
+
 def _reset_flags_when_cell_ends() -> None:
-    """In a notebook, puts the course flags back to their defaults when the running
-    cell ends, pass or fail, so a check that failed halfway leaves no flag on."""
+    """Puts the course flags back to their defaults when the running cell ends, pass or
+    fail, so a check that failed halfway leaves no flag on: in a notebook (IPython's
+    ``post_run_cell``) and in the grader's runs (``_check.at_test_cell_end``)."""
+    at_test_cell_end(reset_course_flags)
     try:
         from IPython import get_ipython
     except ImportError:  # plain Python: nothing runs "after the cell"
@@ -111,7 +156,7 @@ def _reset_flags_when_cell_ends() -> None:
 
     def reset(result=None):
         del result
-        restore_flags(COURSE_FLAGS)
+        reset_course_flags()
         try:
             shell.events.unregister("post_run_cell", reset)
         except ValueError:
@@ -120,14 +165,21 @@ def _reset_flags_when_cell_ends() -> None:
     shell.events.register("post_run_cell", reset)
 
 
+def _observe_and_reset() -> dict:
+    observed = collect_flags()
+    reset_course_flags()
+    _reset_flags_when_cell_ends()
+    return observed
+
+
 def assert_flags_at_defaults(*, section: str | None = None, hint: str | None = None,
                              fix: str | None = None) -> None:
     """Puts every course flag back to its default, then fails if one was not there.
 
     Test cells call it first, so a flag a solution cell left on is reported by its
-    own exercise and turned off before any later cell runs. In a notebook it also
-    turns them off again when the test cell ends, whether or not its checks passed:
-    a student's function that leaves a flag on cannot break the cells after it.
+    own exercise and turned off before any later cell runs. It also turns them off
+    again when the test cell ends, whether or not its checks passed: a student's
+    function that leaves a flag on cannot break the cells after it.
 
     >>> assert_flags_at_defaults()
     >>> import jax
@@ -141,18 +193,22 @@ def assert_flags_at_defaults(*, section: str | None = None, hint: str | None = N
     False
     """
     __tracebackhide__ = True
-    observed = collect_flags()
-    restore_flags(COURSE_FLAGS)
-    _reset_flags_when_cell_ends()
-    message = explain_flags(
-        observed, COURSE_FLAGS, what="when this test cell started",
-        section=section,
-        hint=hint or "a solution cell (or a cell you added) set a flag globally with "
-                     "jax.config.update and never put it back",
-        fix=fix or "scope the flag to the code that needs it with its context manager "
-                   "(`with jax.debug_nans(True): ...`); the check has turned it off again")
-    if message:
-        raise CheckFailure(message, rung="values")
+    run(Check("flags_at_defaults", "the course's configuration flags",
+              observe=_observe_and_reset, observe_as="facts",
+              params=dict(defaults=dict(COURSE_FLAGS), section=section,
+                          hint=hint or "a solution cell (or a cell you added) set a flag "
+                                       "globally with jax.config.update and never put it back",
+                          fix=fix or "scope the flag to the code that needs it with its "
+                                     "context manager (`with jax.debug_nans(True): ...`); "
+                                     "the check has turned it off again")))
+
+
+@explainer("flags_at_defaults")
+def _explain_at_defaults(observed, expected, *, label: str, defaults: dict,
+                         section=None, hint=None, fix=None, **_ignored) -> str | None:
+    del expected, label
+    return explain_flags(_facts(observed), dict(defaults), what="when this test cell started",
+                         section=section, hint=hint, fix=fix)
 
 
 def assert_flags_restored(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
@@ -169,7 +225,7 @@ def assert_flags_restored(fn: Callable, args: Sequence = (), kwargs: dict | None
       section, hint, fix, name: as in the other checks.
 
     Returns:
-      What ``fn`` returned.
+      What ``fn`` returned (None when it raised, in a grading run).
 
     >>> import jax
     >>> def careful(x):
@@ -189,17 +245,30 @@ def assert_flags_restored(fn: Callable, args: Sequence = (), kwargs: dict | None
     __tracebackhide__ = True
     kwargs = kwargs or {}
     label = name or call_signature(fn, args, kwargs)
-    original = collect_flags()
-    restore_flags(setting or {})
-    before = collect_flags()
-    try:
-        result, captured = call_student(fn, args, kwargs, name=label, section=section)
-        after = collect_flags()
-    finally:
-        restore_flags(original)
-    message = explain_flags(after, before, what=f"after {label} returned", section=section,
-                            hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="values")
-    report_captured(captured, label)
-    return result
+    kept: dict = {}
+
+    def observe() -> dict:
+        original = collect_flags()
+        try:
+            restore_flags(setting or {})
+            before = collect_flags()
+            try:
+                kept["result"] = call(fn, args, kwargs)
+            finally:
+                after = collect_flags()
+        finally:
+            restore_flags(original)
+        return {"before": before, "after": after}
+
+    return run(Check("flags_restored", label, observe=observe, observe_as="facts",
+                     params=dict(section=section, hint=hint, fix=fix),
+                     returns=lambda facts: kept.get("result")))
+
+
+@explainer("flags_restored")
+def _explain_restored(observed, expected, *, label: str, section=None, hint=None, fix=None,
+                      **_ignored) -> str | None:
+    del expected
+    facts = _facts(observed)
+    return explain_flags(dict(facts["after"]), dict(facts["before"]),
+                         what=f"after {label} returned", section=section, hint=hint, fix=fix)

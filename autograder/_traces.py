@@ -9,23 +9,40 @@ of the module); ``jax.profiler.StepTraceAnnotation(name, step_num=i)`` adds an e
 named ``name`` with ``args.step_num``.
 
 :func:`trace_facts` derives facts from the file's *bytes*, never from the live
-program, so the trusted grader can compute them outside the student's process from
-the file the student's code wrote.
+program. :func:`assert_profile_written` observes, in the student's process, only what
+exists there: the path the function returned, the trace files under the log folder
+(in-process facts: a file system the grader cannot see) and the file's bytes, capped
+at :data:`MAX_TRACE_BYTES`, recorded as they are (a uint8 array). The trace is parsed
+by the pure explain function, in the grader's process when grading (decompression
+capped at :data:`MAX_TRACE_JSON` bytes): no parse done next to the student's code is
+trusted.
 """
 from __future__ import annotations
 
 import glob
-import gzip
 import json
 import os
+import zlib
 from typing import Callable, Sequence
 
-from autograder._feedback import CheckFailure, describe_value, format_failure
-from autograder._numeric import call_student
-from autograder._quiet import report_captured
+import numpy as np
+
+from autograder._check import Check, call, explainer, run
+from autograder._feedback import describe_value, format_failure
 
 TRACE_FILE = "perfetto_trace.json.gz"
-MAX_TRACE_BYTES = 50_000_000
+MAX_TRACE_BYTES = 8 << 20    # compressed, as recorded (the grader's wire allows 64 MiB)
+MAX_TRACE_JSON = 64 << 20    # decompressed, as parsed
+
+
+def _gunzip(data: bytes, limit: int = MAX_TRACE_JSON) -> bytes:
+    """Decompresses gzip bytes, refusing more than ``limit`` bytes of output (a small
+    file can inflate to gigabytes)."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = inflate.decompress(data, limit)
+    if inflate.unconsumed_tail:
+        raise ValueError(f"the trace inflates to more than {limit >> 20} MiB")
+    return out
 
 
 def read_trace_events(data: bytes) -> list[dict]:
@@ -35,7 +52,7 @@ def read_trace_events(data: bytes) -> list[dict]:
     [{'ph': 'X', 'name': 'a'}]
     """
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        data = _gunzip(data)
     doc = json.loads(data.decode("utf-8"))
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     return [e for e in events if isinstance(e, dict)]
@@ -55,7 +72,11 @@ def trace_facts(data: bytes) -> dict:
     """
     runs: dict[str, set] = {}
     steps: dict[str, list] = {}
-    for e in sorted(read_trace_events(data), key=lambda e: e.get("ts", 0)):
+    def start(e):
+        ts = e.get("ts", 0)
+        return float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0.0
+
+    for e in sorted(read_trace_events(data), key=start):
         if e.get("ph") != "X":
             continue
         args = e.get("args") or {}
@@ -73,17 +94,16 @@ def trace_facts(data: bytes) -> dict:
 def collect_profile(fn: Callable, args: Sequence, *, log_dir: str) -> dict:
     """Runs the student's ``fn(*args)``, which returns ``(result, path)``; reads the file.
 
-    Returns plain data: ``{"path_ok": bool, "path": str, "trace": bytes or None,
-    "newest": bool, "result": ...}``, or ``{"problem": text}``. ``newest`` says the
-    path is the most recent trace file under ``log_dir``.
+    Returns ``{"path_ok": bool, "path": str, "trace": bytes or None, "newest": bool,
+    "found": [paths], "result": ...}``, or ``{"problem": text}``. ``newest`` says the
+    path is the most recent trace file under ``log_dir``; ``trace`` holds the file's
+    first :data:`MAX_TRACE_BYTES` bytes (``"truncated"`` says there were more).
     """
     import jax
 
-    label = f"{getattr(fn, '__name__', 'fn')}(...)"
     # Work still queued from before (computing the inputs) must not land in the trace.
     jax.block_until_ready([a for a in jax.tree.leaves(args) if isinstance(a, jax.Array)])
-    out, captured = call_student(fn, tuple(args), name=label)
-    report_captured(captured, label)
+    out = call(fn, tuple(args))
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return {"problem": f"returned {describe_value(out)}, not (state, path)"}
     result, path = out
@@ -95,12 +115,14 @@ def collect_profile(fn: Callable, args: Sequence, *, log_dir: str) -> dict:
     inside = os.path.realpath(path).startswith(real_dir + os.sep)
     files = sorted(glob.glob(os.path.join(log_dir, "plugins", "profile", "*", TRACE_FILE)),
                    key=os.path.getmtime)
-    data = None
+    data, truncated = None, False
     if os.path.isfile(path) and inside and os.path.basename(path) == TRACE_FILE:
         with open(path, "rb") as f:
-            data = f.read(MAX_TRACE_BYTES)
-    return {"path_ok": data is not None, "path": path, "trace": data, "result": result,
-            "found": [os.path.relpath(p, log_dir) for p in files],
+            data = f.read(MAX_TRACE_BYTES + 1)
+        truncated, data = len(data) > MAX_TRACE_BYTES, data[:MAX_TRACE_BYTES]
+    return {"path_ok": data is not None, "path": path[:1000], "trace": data,
+            "truncated": truncated, "result": result,
+            "found": [os.path.relpath(p, log_dir)[:300] for p in files][:20],
             "newest": bool(files) and os.path.realpath(files[-1]) == os.path.realpath(path)}
 
 
@@ -200,16 +222,45 @@ def assert_profile_written(fn: Callable, args: Sequence, *, log_dir: str, module
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", type(fn).__name__)
-    observed = collect_profile(fn, args, log_dir=log_dir)
+    kept: dict = {}
+
+    def observe() -> dict:
+        seen = collect_profile(fn, args, log_dir=log_dir)
+        kept["result"] = seen.pop("result", None)
+        trace = seen.pop("trace", None)
+        # The bytes travel as they are, as an array; the facts beside them as text
+        # (a JSON document inside the tree: paths are strings of any characters).
+        return {"facts": json.dumps(seen),
+                "trace": np.frombuffer(trace if trace is not None else b"", np.uint8)}
+
+    run(Check("profile_written", label, observe=observe,
+              params=dict(module=module, runs=runs, annotation=annotation, section=section,
+                          hint=hint, fix=fix)))
+    return kept.get("result")
+
+
+@explainer("profile_written")
+def _explain(observed, expected, *, label: str, module: str, runs: int, annotation: str,
+             section=None, hint=None, fix=None, **_ignored) -> str | None:
+    del expected
+    leaves = {leaf.path: leaf for leaf in observed.leaves}
+    facts_leaf, trace_leaf = leaves.get("['facts']"), leaves.get("['trace']")
+    if facts_leaf is None or facts_leaf.kind != "text" or trace_leaf is None or \
+            trace_leaf.kind != "array" or trace_leaf.dtype != "uint8":
+        raise ValueError("a profile observation without its facts and trace")
+    seen = json.loads(facts_leaf.value)
+    if not isinstance(seen, dict):
+        raise ValueError("profile facts that are not a JSON object")
     facts = None
-    if observed.get("trace") is not None:
-        try:
-            facts = trace_facts(observed["trace"])
-        except (ValueError, OSError, EOFError, UnicodeDecodeError) as err:
-            observed = {"problem": f"wrote a trace file that is not gzip JSON ({err})"}
-    message = explain_profile(observed, facts, module=module, runs=runs,
-                              annotation=annotation, name=label, section=section,
-                              hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
-    return observed["result"]
+    if not seen.get("problem") and seen.get("path_ok"):
+        if seen.get("truncated"):
+            seen = {"problem": f"wrote a trace file larger than {MAX_TRACE_BYTES >> 20} MiB: "
+                               "trace a few steps, not a whole run"}
+        else:
+            try:
+                facts = trace_facts(np.asarray(trace_leaf.value, np.uint8).tobytes())
+            except (ValueError, TypeError, KeyError, AttributeError, OSError, EOFError,
+                    zlib.error, RecursionError) as err:
+                seen = {"problem": f"wrote a trace file that is not gzip JSON ({err})"[:400]}
+    return explain_profile(seen, facts, module=module, runs=int(runs), annotation=annotation,
+                           name=label, section=section, hint=hint, fix=fix)

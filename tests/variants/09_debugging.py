@@ -816,6 +816,16 @@ VARIANTS = {
              "    paths = glob.glob(os.path.join(log_dir, 'plugins', 'profile', '*',\n"
              "                                   'perfetto_trace.json.gz'))\n"
              "    return state, paths[0]\n"),
+            ("returns the first trace by name: in a folder with an older run, the old one",
+             "def profile_training(step, state, batches, log_dir):\n"
+             "    with jax.profiler.trace(log_dir, create_perfetto_trace=True):\n"
+             "        for i, batch in enumerate(batches):\n"
+             "            with jax.profiler.StepTraceAnnotation('train', step_num=i):\n"
+             "                state = step(state, batch)\n"
+             "        jax.block_until_ready(state)\n"
+             "    paths = glob.glob(os.path.join(log_dir, 'plugins', 'profile', '*',\n"
+             "                                   'perfetto_trace.json.gz'))\n"
+             "    return state, sorted(paths)[0]\n"),
             ("never waits for the device: runs still queued when the trace ends are lost",
              "def profile_training(step, state, batches, log_dir):\n"
              "    with jax.profiler.trace(log_dir, create_perfetto_trace=True):\n"
