@@ -1,18 +1,41 @@
-"""Judges Pallas kernels read from the exported program (collect, explain, assert).
+"""Judges Pallas kernels read from exported programs: observe, explain, assert.
 
-:func:`export_program` exports the student's function at the test's inputs;
-:func:`autograder._pallas_program.collect_kernel_facts` reads its kernels as plain data;
-:func:`explain_kernel_structure` judges that data against the exercise's rules (pure,
-so the trusted grader can run it on facts it derived itself);
-:func:`assert_kernel_structure` does all three in a test cell. Why the checks read
-StableHLO rather than the jaxpr is written at the top of ``_pallas_program.py``.
+:func:`assert_kernel_structure` is one check (``kernel_structure``). Its ``observe``
+exports the student's function at the test's inputs with
+:func:`autograder._artifacts.programs_of` (array arguments are the program's inputs,
+every other argument a constant of it, as ``static_argnums`` would make it); nothing
+about the kernel is measured next to the student's code. The kernel facts are derived
+from the program's StableHLO text by :func:`autograder._pallas_program.collect_kernel_facts`,
+run by the program judge (``pallas_facts`` in the check's params asks
+:func:`autograder._artifacts.derive_one` for them): outside the student's process when
+grading, in place in the student's kernel. :func:`explain_kernel_structure` then
+judges them against the exercise's rules, purely, and the program's outputs on the
+grader's inputs must match the reference program's (:func:`explain_program`), so a
+program exported from some other function earns nothing.
+
+Where the facts come from:
+
+- **exported program** (derived outside the student's process): that a
+  ``pallas_call`` is present (its grid loop, told apart from a hand-written loop by
+  the grid indices it advances), how many kernels, the grid (steps and per-axis
+  sizes), the block shape of every operand, the ops inside each kernel and outside
+  every kernel, and the chain of reductions inside a kernel (one pass or two). Every
+  verdict of this module comes from these.
+- **in-process**: none. (Values and gradients are judged by the value checks of
+  ``_numeric`` and ``_grads``, on what the student's function returned.)
+
+Why the facts are read from StableHLO rather than the jaxpr is written at the top of
+``_pallas_program.py``.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from autograder._feedback import CheckFailure, call_signature, format_failure
-from autograder._pallas_program import KERNEL_CALLS, collect_kernel_facts
+from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts,
+                                   program_sides, programs_of)
+from autograder._check import Check, NotAFunction, explainer, run
+from autograder._feedback import call_signature, format_failure
+from autograder._pallas_program import KERNEL_CALLS
 
 # --- judging ------------------------------------------------------------------------
 
@@ -81,10 +104,14 @@ def _rule_kernels(kernels, outside, expected, name):
     if want is None or len(kernels) == want:
         return None
     if not kernels:
+        loop = bool(outside.get("while"))
         return (f"{name} runs no Pallas kernel",
                 f"{_plural(want, 'kernel')} ({_KERNEL_WORDS})",
-                "no grid loop and no kernel call in the exported program; ops outside: "
-                + (", ".join(sorted(outside)) or "none"),
+                "no grid loop and no kernel call in the exported program"
+                + ("; a `while` loop that advances no grid indices" if loop else "")
+                + "; ops outside: " + (", ".join(sorted(outside)) or "none"),
+                "the blocks are walked by a loop written by hand (lax.fori_loop with "
+                "dynamic slices), not by a pallas_call's grid" if loop else
                 "the result is computed with jnp, not by a kernel (or pl.pallas_call is "
                 "never called on this path)",
                 "write the computation in a kernel body and call it with pl.pallas_call")
@@ -219,47 +246,56 @@ _BOOKKEEPING = frozenset({
     "multiply", "return", "select", "constant", "broadcast_in_dim"})
 
 
-# --- exporting and asserting --------------------------------------------------------
+# --- exporting ----------------------------------------------------------------------
 
 def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
-                   name: str | None = None, section: str | None = None):
-    """Exports ``jax.jit(fn)`` at these inputs with ``jax.export``; errors become feedback.
-
-    Array arguments become the program's inputs; every other argument (block sizes,
-    ``eps``) is a constant of the program, as ``static_argnums`` would make it.
-    Compiled Pallas kernels (GPU/TPU custom calls) are allowed in the export.
-    """
-    __tracebackhide__ = True
-    import jax
-
-    from autograder._numeric import call_student
-
-    args = tuple(args)
-    kwargs = dict(kwargs or {})
+def _bind(fn: Callable, args: Sequence, kwargs: dict | None):
+    """``(program, arrays, array_kwargs)``: ``fn`` with every non-array argument (block
+    sizes, ``eps``) closed over, so that it is a constant of the program, as
+    ``static_argnums`` would make it; the arrays stay its inputs."""
+    args, kwargs = tuple(args), dict(kwargs or {})
     positions = [i for i, a in enumerate(args) if _is_array(a)]
-    label = name or call_signature(fn, args, kwargs)
+    array_kwargs = {k: v for k, v in kwargs.items() if _is_array(v)}
+    constants = {k: v for k, v in kwargs.items() if k not in array_kwargs}
 
-    def program(*arrays):
+    def program(*arrays, **more):
+        if not callable(fn):
+            raise NotAFunction(type(fn).__name__ if fn is not None else "None")
         full = list(args)
         for i, a in zip(positions, arrays):
             full[i] = a
-        return fn(*full, **kwargs)
+        return fn(*full, **constants, **more)
 
+    program.__name__ = getattr(fn, "__name__", "the function")  # "... is not implemented yet"
+    return program, tuple(args[i] for i in positions), array_kwargs
+
+
+def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
+                   name: str | None = None, section: str | None = None):
+    """``jax.export`` of ``jax.jit(fn)`` at these inputs: a helper for lessons.
+
+    Array arguments become the program's inputs; every other argument (block sizes,
+    ``eps``) is a constant of the program, as ``static_argnums`` would make it.
+    Compiled Pallas kernels (GPU/TPU custom calls) are allowed in the export, so the
+    program of a compiled kernel can be read too. Errors of ``fn`` propagate (this is
+    a helper, not a check; ``name`` and ``section`` are accepted for compatibility).
+
+    >>> import jax.numpy as jnp
+    >>> export_program(lambda x, k: x * k, (jnp.ones(3), 2)).in_avals
+    (ShapedArray(float32[3]),)
+    """
+    import jax
+
+    program, arrays, array_kwargs = _bind(fn, args, kwargs)
     checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in KERNEL_CALLS]
+    return jax.export.export(jax.jit(program), disabled_checks=checks)(*arrays,
+                                                                       **array_kwargs)
 
-    def export(*arrays):
-        return jax.export.export(jax.jit(program), disabled_checks=checks)(*arrays)
 
-    export.__name__ = getattr(fn, "__name__", "the function")  # "... is not implemented yet"
-
-    exported, _ = call_student(export, tuple(args[i] for i in positions),
-                               name=f"exporting {label}", section=section)
-    return exported
-
+# --- the check ------------------------------------------------------------------------
 
 def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict | None = None,
                             kernels: int | None = 1, steps: int | None = None,
@@ -271,9 +307,12 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
                             fix: str | None = None) -> None:
     """Asserts facts about the Pallas kernels of ``jax.jit(fn)`` at these inputs.
 
-    The function is exported (:func:`export_program`), its kernels read from the
-    program (:func:`collect_kernel_facts`) and judged (:func:`explain_kernel_structure`).
-    Rules left at ``None`` or empty are not checked.
+    The function is exported (:func:`autograder._artifacts.programs_of`, non-array
+    arguments closed over); its kernels are read from the program's StableHLO
+    (:func:`collect_kernel_facts`, outside the student's process when grading) and
+    judged (:func:`explain_kernel_structure`); when grading, the program must also
+    compute the reference program's values on the grader's inputs. Rules left at
+    ``None`` or empty are not checked.
 
     Args:
       fn: the student's function (or a function built on it, e.g. a gradient).
@@ -309,14 +348,61 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
     """
     __tracebackhide__ = True
     label = name or call_signature(fn, args, kwargs)
-    program = export_program(fn, args, kwargs, name=label, section=section)
-    observed = collect_kernel_facts(program)
-    expected = {"kernels": kernels, "steps": steps,
-                "grid": list(grid) if grid is not None else None,
-                "blocks": [list(b) for b in blocks] if blocks is not None else None,
-                "inside": list(inside), "not_outside": list(not_outside),
-                "max_reduce_depth": max_reduce_depth}
-    message = explain_kernel_structure(observed, expected, name=label, section=section,
+    program, arrays, array_kwargs = _bind(fn, args, kwargs)
+    rules = {"kernels": kernels, "steps": steps,
+             "grid": [int(g) for g in grid] if grid is not None else None,
+             "blocks": [[int(d) for d in b] for b in blocks] if blocks is not None else None,
+             "inside": list(inside), "not_outside": list(not_outside),
+             "max_reduce_depth": max_reduce_depth}
+    observe, expect = program_sides(lambda: programs_of((program, arrays, array_kwargs)))
+    run(Check("kernel_structure", label, observe=observe, expect=expect,
+              observe_as="artifact", expect_as="artifact",
+              params=dict(pallas_facts=True, rules=rules, section=section, hint=hint,
+                          fix=fix)))
+
+
+@explainer("kernel_structure", errors=True)
+def explain_kernel_check(observed, expected, *, label: str, rules: dict,
+                         section: str | None = None, hint: str | None = None,
+                         fix: str | None = None, **_ignored) -> str | None:
+    """The verdict on a kernel-structure record: the program could be exported and
+    judged, its kernels follow ``rules`` (:func:`explain_kernel_structure`), and, when
+    grading, it computes the reference program's values on the grader's inputs."""
+    if observed.kind == "error":
+        return _explain_export_error(observed, label, section)
+    problem = explain_program(observed, None, label=label, section=section)
+    if problem:
+        return problem
+    facts = program_facts(observed)[0].get("pallas")
+    if not isinstance(facts, dict):
+        return format_failure(f"the grader could not read the kernels of {label}",
+                              section=section)
+    message = explain_kernel_structure(facts, rules, name=label, section=section,
                                        hint=hint, fix=fix)
     if message:
-        raise CheckFailure(message, rung="structure")
+        return message
+    return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
+
+
+def _explain_export_error(observed, label: str, section: str | None) -> str | None:
+    """What an error while exporting means here; None for the generic message (a
+    function not implemented yet, or not a function)."""
+    if observed.not_implemented or observed.error_type == "NotAFunction":
+        return None
+    text = observed.error or ""
+    first = text.splitlines()[0] if text else ""
+    if any(target in text for target in KERNEL_CALLS):
+        return format_failure(
+            f"exporting {label} gave a compiled kernel, which the grader cannot read",
+            expected="a kernel run in interpret mode (interpret=True), as on a CPU",
+            got=first[:300],
+            cause="the kernel was compiled for a GPU or TPU (interpret=False): its program "
+                  "is an opaque custom call, and the grader judges kernels on CPUs",
+            fix="run the test on a CPU, or with INTERPRET = True",
+            section=section)
+    return format_failure(
+        f"exporting {label} raised {observed.error_type}" + (f": {first}" if first else ""),
+        cause="jax.export traces the function with abstract arrays: a shape or block size "
+              "computed from array values, or Python control flow on them, fails here",
+        fix="run the exercise's 'try it' cell to reproduce the error, then fix that line",
+        section=section)
