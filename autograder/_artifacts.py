@@ -10,7 +10,8 @@ outside an allowlist (host callbacks, unknown custom calls, infeed/outfeed), run
 on the grader's inputs (so the grader can compare its values with the reference: a
 program of some other function earns nothing) and derives the same facts.
 
-Facts a program gives (``facts`` of the derived observation, one dict per program):
+Facts a program gives (``facts`` of the derived observation, one dict per program;
+those read from its text alone are computed in :mod:`autograder._program_text`):
 ``ops`` (StableHLO op counts over every function, nested ones included), ``donated``
 (argument indices aliased to outputs), ``refused`` (ops outside the allowlist),
 ``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
@@ -36,26 +37,10 @@ from typing import Any
 import numpy as np
 
 from autograder import _wire
-from autograder._while_trips import while_trip_counts
+from autograder._program_text import (  # noqa: F401 - re-exported, as before the split
+    ALLOWED_CUSTOM_CALLS, ALLOWED_DIALECTS, COLLECTIVES, REFUSED_OPS, collective_classes,
+    collective_counts, static_facts)
 
-# Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
-# else, host callbacks included, is refused.
-ALLOWED_CUSTOM_CALLS = re.compile(
-    r"^(Sharding|SPMDFullToShardShape|SPMDShardToFullShape|annotate_device_placement|"
-    r"lapack_\w+|X64Combine|X64SplitLow|X64SplitHigh|mhlo\.\w+)$")
-ALLOWED_DIALECTS = ("stablehlo", "func", "sdy", "chlo", "mhlo")
-REFUSED_OPS = {"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"}
-# Collective classes in optimized HLO. Async forms (``all-reduce-start`` / ``-done``,
-# common on GPU) count as their class; instruction names (``%all-reduce.3 = ...``) and
-# metadata are not ops.
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
-               "all-to-all", "collective-broadcast", "ragged-all-to-all")
-_COLLECTIVE_OP = re.compile(
-    r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
-    r"collective-permute|all-to-all|collective-broadcast)(?:-start|-done)?\(")
-_COLLECTIVE_COUNT = re.compile(
-    r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
-    r"collective-permute|all-to-all|collective-broadcast)(?:-start)?\(")
 MAX_PROGRAM_BYTES = 16 << 20
 
 
@@ -131,83 +116,6 @@ def observe_artifact(programs: Programs) -> _wire.Observation:
 
 
 # ---------------------------------------------------------------- deriving facts
-
-_OP = re.compile(r"\b((?:stablehlo|func|sdy|chlo|mhlo|[a-z_]+)\.[a-z_0-9]+)(?=[ (<{\"])")
-
-
-def static_facts(text: str) -> dict:
-    """Facts read from a program's StableHLO text alone (no JAX needed)."""
-    ops = Counter(m.group(1) for m in re.finditer(r"(?m)^\s*(?:%[\w#:, %]+ = )?\"?"
-                                                   r"([a-z_]+\.[a-z_0-9]+)", text))
-    targets = re.findall(r"custom_call\s*@([\w.$]+)", text)
-    targets += re.findall(r'call_target_name\s*=\s*"([^"]+)"', text)
-    refused = sorted({op for op in ops if op.split(".")[0] not in ALLOWED_DIALECTS}
-                     | (set(ops) & REFUSED_OPS)
-                     | {f"custom_call @{t}" for t in targets
-                        if not ALLOWED_CUSTOM_CALLS.match(t)})
-    arg_attrs = re.findall(r"%arg(\d+): [^{)]*\{([^}]*)\}", _main_signature(text))
-    donated = [int(i) for i, attrs in arg_attrs
-               if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
-    aliased = [int(i) for i, attrs in arg_attrs if "tf.aliasing_output" in attrs]
-    locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
-    return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
-            "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
-            "manual_ops": _manual_ops(text), "size": len(text),
-            "while_trips": while_trip_counts(text)}
-
-
-def _manual_ops(text: str) -> dict:
-    """Op counts inside the bodies of ``sdy.manual_computation`` (``jax.shard_map``).
-
-    MLIR prints a region's ops indented under the op that holds it, up to a line at the
-    op's own indentation that closes it.
-    """
-    ops: Counter = Counter()
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if "sdy.manual_computation" not in line:
-            i += 1
-            continue
-        indent = len(line) - len(line.lstrip())
-        i += 1
-        while i < len(lines):
-            inner = lines[i]
-            if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
-                break
-            m = re.match(r'\s*(?:%[\w#:, %]+ = )?"?([a-z_]+\.[a-z_0-9]+)', inner)
-            if m:
-                ops[m.group(1)] += 1
-            i += 1
-    return dict(sorted(ops.items()))
-
-
-def collective_counts(hlo_text: str) -> dict[str, int]:
-    r"""How many collective ops of each class the (optimized) HLO holds; ``-start`` forms
-    count as their class, ``-done`` forms not at all (they close the same op).
-
-    >>> collective_counts("%a = f32[8]{0} all-reduce-start(f32[8]{0} %p)\n"
-    ...                   "%b = f32[8]{0} all-reduce-done(f32[8]{0} %a)")
-    {'all-reduce': 1}
-    """
-    return dict(sorted(Counter(m.group(1) for m in _COLLECTIVE_COUNT.finditer(hlo_text)).items()))
-
-
-def collective_classes(hlo_text: str) -> list[str]:
-    """The classes of collective ops in (optimized) HLO text, sorted.
-
-    >>> collective_classes("%ars = f32[8]{0} all-reduce-start(f32[8]{0} %p)\\n"
-    ...                    "%all-gather.2 = f32[] add(f32[] %a, f32[] %b)")
-    ['all-reduce']
-    """
-    return sorted({m.group(1) for m in _COLLECTIVE_OP.finditer(hlo_text)})
-
-
-def _main_signature(text: str) -> str:
-    m = re.search(r"func\.func public @main\((.*?)\)\s*->", text, re.S)
-    return m.group(1) if m else ""
-
 
 def _mesh_of(exported, text: str):
     """A mesh of this process's first devices shaped like the one the program was
