@@ -151,7 +151,7 @@ from autograder._traces import trace_facts
 # --- 10_pallas checks ---
 from autograder._pallas import assert_kernel_structure
 from autograder._pallas_program import collect_kernel_facts
-from autograder._pallas import explain_kernel_structure
+from autograder._pallas_rules import explain_kernel_structure
 from autograder._pallas import export_program
 
 __all__ = [name for name in dir() if not name.startswith("_")]

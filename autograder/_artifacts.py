@@ -10,14 +10,17 @@ outside an allowlist (host callbacks, unknown custom calls, infeed/outfeed), run
 on the grader's inputs (so the grader can compare its values with the reference: a
 program of some other function earns nothing) and derives the same facts.
 
-Facts a program gives (``facts`` of the derived observation, one dict per program):
+Facts a program gives (``facts`` of the derived observation, one dict per program;
+those read from its text alone are computed in :mod:`autograder._program_text`):
 ``ops`` (StableHLO op counts over every function, nested ones included), ``donated``
 (argument indices aliased to outputs), ``refused`` (ops outside the allowlist),
 ``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
 ``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
 ``stablehlo.while``, None where the loop stops on a computed condition), ``dots``
 (``[lhs, rhs, result]`` element types of each ``dot_general``),
-``manual_ops`` (op counts inside ``jax.shard_map`` bodies), and with ``compile=True``
+``manual_ops`` (op counts inside ``jax.shard_map`` bodies), with ``pallas_facts=True``
+``pallas`` (the Pallas kernels: :func:`autograder._pallas_program.collect_kernel_facts`),
+and with ``compile=True``
 the optimized HLO's ``collectives`` (classes present, :data:`COLLECTIVES`), ``hlo_ops``
 and ``temp_bytes`` (``memory_analysis``). A program exported for several devices is
 placed on a mesh of the judge's devices with the names, sizes and axis types it was
@@ -143,7 +146,7 @@ def _mesh_of(exported, text: str):
 
 
 def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool = False,
-               run: bool = True) -> tuple[dict, _wire.Observation | None]:
+               run: bool = True, pallas: bool = False) -> tuple[dict, _wire.Observation | None]:
     """``(facts, outputs)`` of one serialized program; runs nothing refused."""
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
@@ -151,6 +154,10 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
     exported = jax.export.deserialize(bytearray(blob))
     text = exported.mlir_module()
     facts = static_facts(text)
+    if pallas:  # a pure function of the text, like static_facts
+        from autograder._pallas_program import collect_kernel_facts
+
+        facts["pallas"] = collect_kernel_facts(text)
     facts.update(nr_devices=int(exported.nr_devices), platforms=list(exported.platforms),
                  kept=[int(i) for i in sorted(exported.module_kept_var_idx)],
                  in_avals=[str(a) for a in exported.in_avals],
@@ -210,7 +217,8 @@ def derive(obs: _wire.Observation, params: dict) -> _wire.Observation:
         inputs = obs.inputs[i] if i < len(obs.inputs) else None
         try:
             f, out = derive_one(blob, inputs, compile=bool(params.get("compile")),
-                                run=bool(params.get("run", True)))
+                                run=bool(params.get("run", True)),
+                                pallas=bool(params.get("pallas_facts")))
         except Exception as err:  # noqa: BLE001 - a broken program is a failed check
             f, out = {"error": f"{type(err).__name__}: {str(err)[:300]}"}, None
         facts.append(f)

@@ -1,265 +1,94 @@
-"""Judges Pallas kernels read from the exported program (collect, explain, assert).
+"""Judges Pallas kernels read from exported programs: observe, explain, assert.
 
-:func:`export_program` exports the student's function at the test's inputs;
-:func:`autograder._pallas_program.collect_kernel_facts` reads its kernels as plain data;
-:func:`explain_kernel_structure` judges that data against the exercise's rules (pure,
-so the trusted grader can run it on facts it derived itself);
-:func:`assert_kernel_structure` does all three in a test cell. Why the checks read
-StableHLO rather than the jaxpr is written at the top of ``_pallas_program.py``.
+:func:`assert_kernel_structure` is one check (``kernel_structure``). Its ``observe``
+exports the student's function at the test's inputs with
+:func:`autograder._artifacts.programs_of` (array arguments are the program's inputs,
+every other argument a constant of it, as ``static_argnums`` would make it); nothing
+about the kernel is measured next to the student's code. The kernel facts are derived
+from the program's StableHLO text by :func:`autograder._pallas_program.collect_kernel_facts`,
+run by the program judge (``pallas_facts`` in the check's params asks
+:func:`autograder._artifacts.derive_one` for them): outside the student's process when
+grading, in place in the student's kernel. :func:`explain_kernel_structure`
+(``_pallas_rules.py``) then judges them against the exercise's rules, purely, and the
+program's outputs on the grader's inputs must match the reference program's
+(:func:`explain_program`), so a program exported from some other function earns
+nothing.
+
+Where the facts come from:
+
+- **exported program** (derived outside the student's process): that a
+  ``pallas_call`` is present (its grid loop, told apart from a hand-written loop by
+  the grid indices it advances), how many kernels, the grid (steps and per-axis
+  sizes), the block shape of every operand, the ops inside each kernel and outside
+  every kernel, and the chain of reductions inside a kernel (one pass or two). Every
+  verdict of this module comes from these.
+- **in-process**: none. (Values and gradients are judged by the value checks of
+  ``_numeric`` and ``_grads``, on what the student's function returned.)
+
+Why the facts are read from StableHLO rather than the jaxpr is written at the top of
+``_pallas_program.py``.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from autograder._feedback import CheckFailure, call_signature, format_failure
-from autograder._pallas_program import KERNEL_CALLS, collect_kernel_facts
+from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts,
+                                   program_sides, programs_of)
+from autograder._check import Check, NotAFunction, explainer, run
+from autograder._feedback import call_signature, format_failure
+from autograder._pallas_program import KERNEL_CALLS
+from autograder._pallas_rules import explain_kernel_structure
 
-# --- judging ------------------------------------------------------------------------
-
-_KERNEL_WORDS = ("a pallas_call: in interpret mode, a `stablehlo.while` over the grid "
-                 "whose body cuts each operand into blocks")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _squeeze(dims) -> list[int]:
-    return [int(d) for d in dims if d != 1]
-
-
-def _shape(dims) -> str:
-    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
-
-
-def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the program",
-                             section: str | None = None, hint: str | None = None,
-                             fix: str | None = None) -> str | None:
-    """Judges kernel facts against rules; returns the teaching message, or None.
-
-    Pure: ``observed`` is what :func:`collect_kernel_facts` returned (after a JSON
-    round trip, if you like) and ``expected`` holds the rules, each optional:
-
-    - ``kernels``: how many kernels the program must hold;
-    - ``steps``: the grid steps of every kernel (the product of its grid);
-    - ``grid``: the grid of every kernel, axis by axis;
-    - ``blocks``: the block shape of every operand, inputs then outputs;
-    - ``inside``: ops that must run inside a kernel;
-    - ``not_outside``: ops that must not run outside the kernels;
-    - ``max_reduce_depth``: the longest chain of reductions feeding one another.
-
-    Facts a compiled (GPU/TPU) kernel does not show are ``None`` and are not judged.
-
-    >>> facts = {"kernels": [{"lowering": "interpret", "steps": 4, "blocks": [[8], [8]],
-    ...                       "inside": {"exponential": 1}, "reduce_depth": 0}],
-    ...          "outside": {"multiply": 1}}
-    >>> explain_kernel_structure(facts, {"kernels": 1, "steps": 4}) is None
-    True
-    >>> print(explain_kernel_structure(facts, {"not_outside": ["multiply"]}, name="silu(x)"))
-    silu(x) computes `multiply` outside the kernel
-      expected: no `multiply` outside the pallas_call
-      got:      1 `multiply` op(s) outside it
-      likely cause: part of the computation runs in jnp before or after pl.pallas_call, as separate XLA ops that read and write the whole array again
-      fix: move that computation into the kernel body, on the blocks the Refs hold
-    """
-    def msg(what, exp, got, cause, default_fix):
-        return format_failure(what, expected=exp, got=got, cause=hint or cause,
-                              fix=fix or default_fix, section=section)
-
-    kernels = observed.get("kernels", [])
-    outside = observed.get("outside", {})
-    for rule in (_rule_kernels, _rule_outside, _rule_steps, _rule_grid, _rule_blocks,
-                 _rule_inside, _rule_depth):
-        found = rule(kernels, outside, expected, name)
-        if found:
-            return msg(*found)
-    return None
-
-
-def _rule_kernels(kernels, outside, expected, name):
-    want = expected.get("kernels")
-    if want is None or len(kernels) == want:
-        return None
-    if not kernels:
-        return (f"{name} runs no Pallas kernel",
-                f"{_plural(want, 'kernel')} ({_KERNEL_WORDS})",
-                "no grid loop and no kernel call in the exported program; ops outside: "
-                + (", ".join(sorted(outside)) or "none"),
-                "the result is computed with jnp, not by a kernel (or pl.pallas_call is "
-                "never called on this path)",
-                "write the computation in a kernel body and call it with pl.pallas_call")
-    return (f"{name} runs {_plural(len(kernels), 'Pallas kernel')}, expected {want}",
-            _plural(want, "kernel"), _plural(len(kernels), "kernel"),
-            "the work is split over several pallas_calls (each one reads and writes its "
-            "operands in memory again), or a kernel is missing",
-            "do the whole computation in the kernels the exercise asks for")
-
-
-def _rule_outside(kernels, outside, expected, name):
-    for op in expected.get("not_outside") or ():
-        if outside.get(op):
-            return (f"{name} computes `{op}` outside the kernel",
-                    f"no `{op}` outside the pallas_call",
-                    f"{outside[op]} `{op}` op(s) outside it",
-                    "part of the computation runs in jnp before or after pl.pallas_call, "
-                    "as separate XLA ops that read and write the whole array again",
-                    "move that computation into the kernel body, on the blocks the Refs "
-                    "hold")
-    return None
-
-
-def _rule_steps(kernels, outside, expected, name):
-    steps = expected.get("steps")
-    for k in kernels if steps is not None else ():
-        if k.get("steps") is not None and k["steps"] != steps:
-            return (f"the grid of {name} has {k['steps']} steps, expected {steps}",
-                    f"{steps} grid steps (the product of the grid)",
-                    f"{k['steps']} grid steps",
-                    "the grid does not cover the array with one step per block: a floor "
-                    "division drops the last partial block, a block size is ignored, or "
-                    "an axis of the grid is missing or extra",
-                    "give each axis pl.cdiv(size, block) steps, with the block sizes you "
-                    "were given")
-    return None
-
-
-def _rule_grid(kernels, outside, expected, name):
-    grid = expected.get("grid")
-    for k in kernels if grid is not None else ():
-        if k.get("grid") is not None and list(k["grid"]) != list(grid):
-            return (f"the grid of {name} is {_shape(k['grid'])}, expected {_shape(grid)}",
-                    f"grid {_shape(grid)}", f"grid {_shape(k['grid'])}",
-                    "the grid's axes come in another order, or an axis has another number "
-                    "of steps; an axis that is reduced across steps must come last, so "
-                    "that the steps adding into one output block follow each other",
-                    "build the grid in the order the exercise gives")
-    return None
-
-
-def _rule_blocks(kernels, outside, expected, name):
-    blocks = expected.get("blocks")
-    for k in kernels if blocks is not None else ():
-        got = k.get("blocks")
-        if got is None:
-            continue
-        want_b, got_b = [list(b) for b in blocks], [list(b) for b in got]
-        shown = (", ".join(_shape(b) for b in want_b), ", ".join(_shape(b) for b in got_b))
-        if len(got_b) != len(want_b):
-            return (f"the kernel of {name} has {len(got_b)} operands, expected "
-                    f"{len(want_b)} (inputs, then outputs)", *shown,
-                    "an input is computed outside the kernel and passed in, or an input "
-                    "or output is missing",
-                    "pass the kernel the function's own inputs, and let it produce every "
-                    "output")
-        # Size-1 dimensions do not matter: b in (bn,) blocks or reshaped to (1, n) in
-        # (1, bn) blocks (or a squeezed `None` dimension) is the same block.
-        for i, (w, g) in enumerate(zip(want_b, got_b)):
-            if _squeeze(w) != _squeeze(g):
-                return (f"{name} uses the wrong block shape for operand {i} "
-                        "(inputs first, then outputs)", *shown,
-                        "a BlockSpec's block_shape ignores the block size it was given, or "
-                        "covers the whole array instead of one block",
-                        "build each BlockSpec from the block sizes passed to your function")
-    return None
-
-
-# Why an op is missing from the kernel, and what to do, for the ops the exercises need.
-_INSIDE = {
-    "case": ("nothing in the kernel tells the first step apart from the others: pl.when "
-             "(or lax.cond) is what does it",
-             "initialize the output block under @pl.when(pl.program_id(axis) == 0)"),
-    "reduce": ("the reductions (jnp.sum, jnp.max, jnp.mean) run outside the kernel",
-               "compute them in the kernel body, on the block the Ref holds"),
-    "dot_general": ("the matrix product runs outside the kernel",
-                    "multiply the blocks in the kernel: jnp.dot(x_ref[...], y_ref[...])"),
-}
-
-
-def _rule_inside(kernels, outside, expected, name):
-    known = [k["inside"] for k in kernels if k.get("inside") is not None]
-    if not known:
-        return None
-    union: dict[str, int] = {}
-    for counts in known:
-        for op, n in counts.items():
-            union[op] = union.get(op, 0) + n
-    for op in expected.get("inside") or ():
-        if not union.get(op):
-            cause, todo = _INSIDE.get(op, ("that computation is not in the kernel body",
-                                           "compute it in the kernel body from the values "
-                                           "the Refs hold"))
-            return (f"{name} does not compute `{op}` inside its kernel",
-                    f"at least one `{op}` in the kernel body",
-                    "none; the kernel computes "
-                    + (", ".join(sorted(o for o in union if o not in _BOOKKEEPING))
-                       or "nothing but copies"),
-                    cause, todo)
-    return None
-
-
-def _rule_depth(kernels, outside, expected, name):
-    max_depth = expected.get("max_reduce_depth")
-    for k in kernels if max_depth is not None else ():
-        d = k.get("reduce_depth")
-        if d is not None and d > max_depth:
-            return (f"{name} makes {d} passes over each block: a reduction reads the "
-                    "result of another reduction",
-                    f"at most {_plural(max_depth, 'pass')} (every reduction reads the "
-                    "block itself)",
-                    f"a chain of {d} reductions",
-                    "a statistic is computed from another one, e.g. the variance as the "
-                    "mean of (x - mean)**2, or with jnp.var",
-                    "compute all the sums from one read of the block, then combine them")
-    return None
-
-
-# The interpreter's own ops inside a grid loop: not evidence of any computation.
-_BOOKKEEPING = frozenset({
-    "add", "call", "compare", "convert", "dynamic_slice", "dynamic_update_slice",
-    "multiply", "return", "select", "constant", "broadcast_in_dim"})
-
-
-# --- exporting and asserting --------------------------------------------------------
+# --- exporting ----------------------------------------------------------------------
 
 def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
-                   name: str | None = None, section: str | None = None):
-    """Exports ``jax.jit(fn)`` at these inputs with ``jax.export``; errors become feedback.
-
-    Array arguments become the program's inputs; every other argument (block sizes,
-    ``eps``) is a constant of the program, as ``static_argnums`` would make it.
-    Compiled Pallas kernels (GPU/TPU custom calls) are allowed in the export.
-    """
-    __tracebackhide__ = True
-    import jax
-
-    from autograder._numeric import call_student
-
-    args = tuple(args)
-    kwargs = dict(kwargs or {})
+def _bind(fn: Callable, args: Sequence, kwargs: dict | None):
+    """``(program, arrays, array_kwargs)``: ``fn`` with every non-array argument (block
+    sizes, ``eps``) closed over, so that it is a constant of the program, as
+    ``static_argnums`` would make it; the arrays stay its inputs."""
+    args, kwargs = tuple(args), dict(kwargs or {})
     positions = [i for i, a in enumerate(args) if _is_array(a)]
-    label = name or call_signature(fn, args, kwargs)
+    array_kwargs = {k: v for k, v in kwargs.items() if _is_array(v)}
+    constants = {k: v for k, v in kwargs.items() if k not in array_kwargs}
 
-    def program(*arrays):
+    def program(*arrays, **more):
+        if not callable(fn):
+            raise NotAFunction(type(fn).__name__ if fn is not None else "None")
         full = list(args)
         for i, a in zip(positions, arrays):
             full[i] = a
-        return fn(*full, **kwargs)
+        return fn(*full, **constants, **more)
 
+    program.__name__ = getattr(fn, "__name__", "the function")  # "... is not implemented yet"
+    return program, tuple(args[i] for i in positions), array_kwargs
+
+
+def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
+                   name: str | None = None, section: str | None = None):
+    """``jax.export`` of ``jax.jit(fn)`` at these inputs: a helper for lessons.
+
+    Array arguments become the program's inputs; every other argument (block sizes,
+    ``eps``) is a constant of the program, as ``static_argnums`` would make it.
+    Compiled Pallas kernels (GPU/TPU custom calls) are allowed in the export, so the
+    program of a compiled kernel can be read too. Errors of ``fn`` propagate (this is
+    a helper, not a check; ``name`` and ``section`` are accepted for compatibility).
+
+    >>> import jax.numpy as jnp
+    >>> export_program(lambda x, k: x * k, (jnp.ones(3), 2)).in_avals
+    (ShapedArray(float32[3]),)
+    """
+    import jax
+
+    program, arrays, array_kwargs = _bind(fn, args, kwargs)
     checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in KERNEL_CALLS]
+    return jax.export.export(jax.jit(program), disabled_checks=checks)(*arrays,
+                                                                       **array_kwargs)
 
-    def export(*arrays):
-        return jax.export.export(jax.jit(program), disabled_checks=checks)(*arrays)
 
-    export.__name__ = getattr(fn, "__name__", "the function")  # "... is not implemented yet"
-
-    exported, _ = call_student(export, tuple(args[i] for i in positions),
-                               name=f"exporting {label}", section=section)
-    return exported
-
+# --- the check ------------------------------------------------------------------------
 
 def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict | None = None,
                             kernels: int | None = 1, steps: int | None = None,
@@ -271,9 +100,12 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
                             fix: str | None = None) -> None:
     """Asserts facts about the Pallas kernels of ``jax.jit(fn)`` at these inputs.
 
-    The function is exported (:func:`export_program`), its kernels read from the
-    program (:func:`collect_kernel_facts`) and judged (:func:`explain_kernel_structure`).
-    Rules left at ``None`` or empty are not checked.
+    The function is exported (:func:`autograder._artifacts.programs_of`, non-array
+    arguments closed over); its kernels are read from the program's StableHLO
+    (:func:`collect_kernel_facts`, outside the student's process when grading) and
+    judged (:func:`explain_kernel_structure`); when grading, the program must also
+    compute the reference program's values on the grader's inputs. Rules left at
+    ``None`` or empty are not checked.
 
     Args:
       fn: the student's function (or a function built on it, e.g. a gradient).
@@ -309,14 +141,61 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
     """
     __tracebackhide__ = True
     label = name or call_signature(fn, args, kwargs)
-    program = export_program(fn, args, kwargs, name=label, section=section)
-    observed = collect_kernel_facts(program)
-    expected = {"kernels": kernels, "steps": steps,
-                "grid": list(grid) if grid is not None else None,
-                "blocks": [list(b) for b in blocks] if blocks is not None else None,
-                "inside": list(inside), "not_outside": list(not_outside),
-                "max_reduce_depth": max_reduce_depth}
-    message = explain_kernel_structure(observed, expected, name=label, section=section,
+    program, arrays, array_kwargs = _bind(fn, args, kwargs)
+    rules = {"kernels": kernels, "steps": steps,
+             "grid": [int(g) for g in grid] if grid is not None else None,
+             "blocks": [[int(d) for d in b] for b in blocks] if blocks is not None else None,
+             "inside": list(inside), "not_outside": list(not_outside),
+             "max_reduce_depth": max_reduce_depth}
+    observe, expect = program_sides(lambda: programs_of((program, arrays, array_kwargs)))
+    run(Check("kernel_structure", label, observe=observe, expect=expect,
+              observe_as="artifact", expect_as="artifact",
+              params=dict(pallas_facts=True, rules=rules, section=section, hint=hint,
+                          fix=fix)))
+
+
+@explainer("kernel_structure", errors=True)
+def explain_kernel_check(observed, expected, *, label: str, rules: dict,
+                         section: str | None = None, hint: str | None = None,
+                         fix: str | None = None, **_ignored) -> str | None:
+    """The verdict on a kernel-structure record: the program could be exported and
+    judged, its kernels follow ``rules`` (:func:`explain_kernel_structure`), and, when
+    grading, it computes the reference program's values on the grader's inputs."""
+    if observed.kind == "error":
+        return _explain_export_error(observed, label, section)
+    problem = explain_program(observed, None, label=label, section=section)
+    if problem:
+        return problem
+    facts = program_facts(observed)[0].get("pallas")
+    if not isinstance(facts, dict):
+        return format_failure(f"the grader could not read the kernels of {label}",
+                              section=section)
+    message = explain_kernel_structure(facts, rules, name=label, section=section,
                                        hint=hint, fix=fix)
     if message:
-        raise CheckFailure(message, rung="structure")
+        return message
+    return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
+
+
+def _explain_export_error(observed, label: str, section: str | None) -> str | None:
+    """What an error while exporting means here; None for the generic message (a
+    function not implemented yet, or not a function)."""
+    if observed.not_implemented or observed.error_type == "NotAFunction":
+        return None
+    text = observed.error or ""
+    first = text.splitlines()[0] if text else ""
+    if any(target in text for target in KERNEL_CALLS):
+        return format_failure(
+            f"exporting {label} gave a compiled kernel, which the grader cannot read",
+            expected="a kernel run in interpret mode (interpret=True), as on a CPU",
+            got=first[:300],
+            cause="the kernel was compiled for a GPU or TPU (interpret=False): its program "
+                  "is an opaque custom call, and the grader judges kernels on CPUs",
+            fix="run the test on a CPU, or with INTERPRET = True",
+            section=section)
+    return format_failure(
+        f"exporting {label} raised {observed.error_type}" + (f": {first}" if first else ""),
+        cause="jax.export traces the function with abstract arrays: a shape or block size "
+              "computed from array values, or Python control flow on them, fails here",
+        fix="run the exercise's 'try it' cell to reproduce the error, then fix that line",
+        section=section)

@@ -13,7 +13,11 @@ In interpret mode (CPU) Pallas writes a ``pallas_call`` out as ordinary StableHL
 and carried through the loop, each step cutting its block out (``dynamic_slice``) and
 writing it back (``dynamic_update_slice``, whose update has the block's shape); the
 kernel body is inlined in the loop body, so "the reduction happens in the kernel" is
-"the ``reduce`` is inside the loop and not outside". Lost on the way: the grid's
+"the ``reduce`` is inside the loop and not outside". What tells that loop from one
+written by hand (``lax.fori_loop`` over dynamic slices) is the grid: after writing the
+blocks back, each step advances one index per grid axis, last axis first, wrapping to
+0 at the axis size (``_get_next_indices`` in the interpreter); a loop whose grid cannot
+be read that way is not counted as a kernel. Lost on the way: the grid's
 per-axis sizes (their product survives), the index maps (values catch a wrong one) and
 the name ``pallas_call`` (only some kernels keep it in a location). Compiled for a GPU
 or TPU, a kernel is one opaque ``custom_call``: its block shapes and ops are ``None``.
@@ -92,9 +96,14 @@ class _Walker:
     def walk(self, ops: list[Op], scope: Scope, stack=()):
         for op in ops:
             if op.kind == "stablehlo.while" and _is_grid_loop(op):
-                self.kernels.append(self._interpret_kernel(op, scope))
-                self._define(op, scope)
-                continue
+                kernel = self._interpret_kernel(op, scope)
+                if kernel["grid"] is not None:
+                    self.kernels.append(kernel)
+                    self._define(op, scope)
+                    continue
+                # Blocks written back, but no grid indices advanced: a loop written by
+                # hand (lax.fori_loop over dynamic slices), not a pallas_call. Its ops
+                # count as outside every kernel.
             if op.kind == "stablehlo.custom_call" and op.callee in KERNEL_CALLS:
                 self.kernels.append(self._compiled_kernel(op))
                 self._define(op, scope)

@@ -6,6 +6,7 @@ a kernel lowers to fails these tests instead of misgrading students.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 
 import jax
@@ -327,8 +328,9 @@ def test_assert_raises_a_structure_failure_named_after_the_call():
     with pytest.raises(CheckFailure) as err:
         assert_kernel_structure(lambda x, block: 2 * x, (jnp.ones(20), 8), name="double",
                                 section="1.3 BlockSpec")
-    assert err.value.rung == "structure"
     assert str(err.value).startswith("double runs no Pallas kernel")
+    assert "likely cause: the result is computed with jnp, not by a kernel" in str(err.value)
+    assert str(err.value).endswith("reread: section 1.3 BlockSpec")
 
 
 def test_assert_turns_an_error_into_feedback():
@@ -344,3 +346,152 @@ def test_assert_turns_an_error_into_feedback():
     with pytest.raises(CheckFailure) as err:
         assert_kernel_structure(fails, (jnp.ones(4), 2))
     assert str(err.value).startswith("exporting fails(x=f32[4], block=int 2) raised TypeError")
+
+
+def test_assert_takes_block_sizes_as_keywords_too():
+    # Non-array arguments, positional or keyword, are constants of the program.
+    assert assert_kernel_structure(double, (jnp.ones(20),), kwargs={"block": 8}, steps=3,
+                                   blocks=[(8,), (8,)]) is None
+    with pytest.raises(CheckFailure) as err:
+        assert_kernel_structure(double, (jnp.ones(20),), kwargs={"block": 8}, steps=2)
+    assert str(err.value).startswith("the grid of double(x=f32[20], block=int 8) has 3 "
+                                     "steps, expected 2")
+
+
+def test_assert_names_a_function_that_is_not_one():
+    with pytest.raises(CheckFailure, match="is not a function"):
+        assert_kernel_structure(None, (jnp.ones(4), 2), name="silu(x, block)")
+
+
+# --- a loop written by hand is not a kernel ---------------------------------------------
+
+def by_hand(x, block):
+    """Blocks cut out and written back by lax.fori_loop: the interpreter's loop without
+    its grid indices."""
+    def step(i, out):
+        piece = jax.lax.dynamic_slice(x, (i * block,), (block,))
+        return jax.lax.dynamic_update_slice(out, 2.0 * piece, (i * block,))
+    return jax.lax.fori_loop(0, x.shape[0] // block, step, jnp.zeros_like(x))
+
+
+def test_a_loop_written_by_hand_is_not_a_kernel():
+    facts = _facts(by_hand, jnp.ones(24), 8)
+    assert facts["kernels"] == []
+    assert facts["outside"]["while"] == 1 and facts["outside"]["multiply"] >= 1
+    msg = explain_kernel_structure(facts, {"kernels": 1}, name="double(x, block)")
+    assert msg.startswith("double(x, block) runs no Pallas kernel")
+    assert "a `while` loop that advances no grid indices" in msg
+    assert "walked by a loop written by hand (lax.fori_loop with dynamic slices)" in msg
+
+
+# --- judged as the grader judges: exported programs, derived outside ----------------
+
+@contextlib.contextmanager
+def _recorded(role):
+    """The records a check writes in a grading sandbox of this role."""
+    from autograder import _check
+
+    saved = dict(_check._state)
+    _check.configure(role)
+    _check._state["records"] = []
+    try:
+        yield _check._state["records"]
+    finally:
+        _check._state.clear()
+        _check._state.update(saved)
+
+
+def _judge_programs(ref_records, student_records):
+    """What the grader does: derive every program from its bytes (the reference's inputs
+    and params for both sides), then judge the student's records against the reference's."""
+    from autograder import _artifacts, _check, _wire
+    from grader.judge import judge_cell
+
+    ref = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(ref_records))))
+    student = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(student_records))))
+    derived, ref_derived = {}, {}
+    for i, (r, s) in enumerate(zip(ref.records, student.records)):
+        if r.observed.kind != "artifact" or s.observed.kind != "artifact":
+            continue
+        trusted = _wire.Observation("artifact", artifacts=s.observed.artifacts,
+                                    inputs=r.observed.inputs)
+        derived[f"t/{i}"] = _artifacts.derive(trusted, r.params)
+        ref_derived[f"t/{i}"] = _artifacts.derive(r.observed, r.params)
+        if r.expected is not None:
+            ref_derived[f"t/{i}/expected"] = _artifacts.derive(r.expected, r.params)
+    assert _check.mode() == "kernel"
+    return judge_cell(ref, student, derived=derived, reference_derived=ref_derived)
+
+
+def _triple_kernel(x_ref, o_ref):
+    o_ref[...] = 3.0 * x_ref[...]
+
+
+def triple(x, block):   # the same kernel structure as double, other values
+    return _elementwise(_triple_kernel, x, block)
+
+
+def split_in_two(x, block):   # right values, but two kernels
+    return _elementwise(_double_kernel, _elementwise(lambda a, o: o.__setitem__(..., a[...]),
+                                                     x, block), block)
+
+
+def test_kernel_structure_is_judged_from_the_exported_program():
+    from autograder._check import REFERENCE, STUDENT
+
+    x = jnp.linspace(-1.0, 1.0, 20)
+    rules = dict(kernels=1, steps=3, blocks=[(8,), (8,)], not_outside=["multiply"],
+                 name="double(x, 8)", section="1.3 BlockSpec")
+    with _recorded(REFERENCE) as ref:
+        assert_kernel_structure(double, (x, 8), **rules)
+    (rec,) = ref
+    assert rec.kind == "kernel_structure" and rec.observed.kind == "artifact"
+    assert rec.expected is not None and rec.expected.kind == "artifact"
+    assert rec.params["pallas_facts"] is True and rec.params["rules"]["steps"] == 3
+    json.dumps(rec.params)  # plain JSON: the grader trusts the reference's params only
+    verdicts = {}
+    for fn in (double, triple, by_hand, split_in_two, lambda x, block: 2.0 * x):
+        with _recorded(STUDENT) as student:
+            assert assert_kernel_structure(fn, (x, 8), **rules) is None  # nothing raised
+        assert student[0].expected is None  # no expected side next to student code
+        verdicts[getattr(fn, "__name__")] = _judge_programs(ref, student)
+    assert verdicts["double"].passed
+    # The kernel is right, the program is not the function that was asked for.
+    assert "the program exported from double(x, 8) does not compute the reference's " \
+           "values on the grader's inputs" in verdicts["triple"].message
+    assert "a `while` loop that advances no grid indices" in verdicts["by_hand"].message
+    assert "double(x, 8) runs 2 Pallas kernels, expected 1" in verdicts["split_in_two"].message
+    assert "double(x, 8) runs no Pallas kernel" in verdicts["<lambda>"].message
+    assert verdicts["<lambda>"].message.endswith("reread: section 1.3 BlockSpec")
+
+
+def test_a_student_error_is_judged_like_in_the_kernel():
+    from autograder._check import REFERENCE, STUDENT
+
+    def broken(x, block):
+        raise NotImplementedError()
+
+    x = jnp.ones(16)
+    with _recorded(REFERENCE) as ref:
+        assert_kernel_structure(double, (x, 8), steps=2, name="double(x, 8)")
+    with _recorded(STUDENT) as student:
+        assert_kernel_structure(broken, (x, 8), steps=2, name="double(x, 8)")
+    assert student[0].observed.kind == "error"
+    assert "double is not implemented yet" in _judge_programs(ref, student).message
+
+
+def test_explain_a_compiled_kernel_that_cannot_be_exported():
+    from autograder import _wire
+    from autograder._pallas import explain_kernel_check
+
+    error = ValueError("Cannot serialize code with custom calls whose targets have no "
+                       "compatibility guarantees: __gpu$xla.gpu.triton")
+    msg = explain_kernel_check(_wire.observe_error(error), None, label="silu(x, 8)",
+                               rules={}, section="7.3 Block shapes")
+    assert msg.startswith("exporting silu(x, 8) gave a compiled kernel, which the grader "
+                          "cannot read")
+    assert "expected: a kernel run in interpret mode (interpret=True), as on a CPU" in msg
+    assert "fix: run the test on a CPU, or with INTERPRET = True" in msg
+    # Not implemented, or not a function: the generic message (None here).
+    assert explain_kernel_check(_wire.observe_error(NotImplementedError()), None,
+                                label="silu(x, 8)", rules={}) is None
