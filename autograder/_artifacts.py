@@ -29,7 +29,6 @@ exported for, its inputs sharded as it expects.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from collections import Counter
