@@ -337,8 +337,6 @@ def write_config(prefix: Path, env: Path, settings: dict, manifest: Manifest) ->
     }
     (etc / "hub.json").write_text(json.dumps(info, indent=1) + "\n")
     shutil.copy(REPO / "hub" / "jupyterhub_config.py", etc / "jupyterhub_config.py")
-    for path in (etc, state, srv):
-        path.chmod(path.stat().st_mode)  # (already set above; listed for the summary)
     manifest.add("folders", str(hub))
     return {"etc": etc, "state": state, "exchange": exchange}
 
