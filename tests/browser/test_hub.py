@@ -345,6 +345,7 @@ def test_course_loop_on_a_real_hub():
                 assert re.search(rf"{STUDENTS[1]}\s.*1 / {TOTAL_POINTS}\s", graded), graded[-3000:]
                 level = re.search(r"\b(bubblewrap\+[a-z0-9-]+)", graded)
                 assert level, f"no sandbox level in the summary:\n{graded[-3000:]}"
+                assert "peak MiB" in graded and "watchdog holds the limits" in graded or "cgroup" in level.group(1)
                 lap(f"make autograde as {INSTRUCTOR} ({level.group(1)})")
 
                 # --- Reviews the scores and one submission in the Formgrader.
