@@ -26,12 +26,25 @@ LAB_ARGS ?=
 LAB_DIR ?= .
 LAB_OPEN ?= release
 
-.PHONY: help venv lab test release check-release autograde feedback grades demo bench clean
+# make hub: the course on a JupyterHub for a demo class (README, "Shared server"). Run
+# as root; it prints what it created and `make hub-clean` removes all of it.
+HUB_PREFIX ?= /opt/jaxcourse
+HUB_PORT ?= 8000
+HUB_STUDENTS ?= ada ben
+HUB_INSTRUCTORS ?= grace
+# The OS group of the class: only its members can enter the exchange's folder.
+HUB_GROUP ?= jax-xla
+# HUB_KEEP_ENV=1: make hub-clean keeps HUB_PREFIX/python and HUB_PREFIX/env (a cache).
+HUB_KEEP_ENV ?=
+HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
+
+.PHONY: help venv lab test release check-release autograde feedback grades demo bench clean hub hub-clean
 
 help:
 	@echo "Students:    make lab        start JupyterLab on release/ (creates .venv first)"
 	@echo "Everyone:    make test       run the whole test-suite (creates .venv first)"
 	@echo "Instructors: make release | autograde | feedback | grades | demo"
+	@echo "Course hub:  make hub        (root) JupyterHub for a demo class; make hub-clean removes it"
 	@echo "Assignments: $(ASSIGNMENTS)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -94,3 +107,19 @@ bench: $(STAMP)
 
 clean:
 	rm -rf submitted autograded feedback gradebook.db grades.csv demo artifacts .pytest_cache
+
+# JupyterHub's proxy from npm, at the version hub/package-lock.json pins.
+$(HUB_PROXY): hub/package.json hub/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: make hub needs npm (Node.js 18 or later: apt-get install npm)"; exit 1; }
+	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	touch $@
+
+hub: $(STAMP) $(HUB_PROXY)
+	python hub/demo.py up --prefix $(HUB_PREFIX) --port $(HUB_PORT) --students "$(HUB_STUDENTS)" \
+	  --instructors "$(HUB_INSTRUCTORS)" --group $(HUB_GROUP) --proxy $(CURDIR)/$(HUB_PROXY) \
+	  --node-modules $(CURDIR)/hub/node_modules
+
+# Needs only a python3 (the standard library): it works after .venv is gone too.
+hub-clean:
+	$(if $(wildcard $(STAMP)),python,python3) hub/demo.py clean --prefix $(HUB_PREFIX) \
+	  $(if $(filter 1 yes true,$(HUB_KEEP_ENV)),--keep-env)

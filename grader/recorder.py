@@ -28,6 +28,11 @@ def _api():
 
     app = NbGraderApp()
     app.initialize([])  # reads nbgrader_config.py of this folder and the Jupyter paths
+    # Recording uses no exchange, but NbGraderAPI lists it when it starts, through the
+    # configured authenticator: on a JupyterHub (JupyterHubAuthPlugin server-wide) that
+    # needs the hub's API and token, which an instructor grading over ssh, or from any
+    # shell the hub did not start, lacks. The gradebook needs no course membership.
+    app.config.Authenticator.plugin_class = "nbgrader.auth.NoAuthPlugin"
     coursedir = CourseDirectory(config=app.config)
     return NbGraderAPI(coursedir=coursedir, config=app.config), coursedir
 

@@ -14,9 +14,13 @@ def _stage(course: Path, assignment: str, folder: Path, student: str, result: di
     """Writes the rebuilt notebooks (for nbgrader) and the bundles (for TrustedReplay)."""
     folder = folder / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = Path(course) / "submitted" / student / assignment / "timestamp.txt"
-    if stamp.is_file() and stamp.stat().st_size < 200:
-        shutil.copyfile(stamp, folder / "timestamp.txt")
+    # timestamp.txt: the late penalty; submission_secret.txt (written by nbgrader
+    # collect): nbgrader copies it to autograded/ and feedback/, and release_feedback
+    # refuses a student's feedback without it.
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        small = Path(course) / "submitted" / student / assignment / name
+        if small.is_file() and small.stat().st_size < 200:
+            shutil.copyfile(small, folder / name)
     bundle_dir = grading_dir(course, assignment) / "bundles" / student
     bundle_dir.mkdir(parents=True, exist_ok=True)
     for name, bundle in result["bundles"].items():

@@ -30,9 +30,9 @@ def repo() -> Path:
 # ---------------------------------------------------------------- system packages
 # A fresh clone needs only python3.12 and make. Tests that need a system package
 # skip with one line naming it ("needs PACKAGE: what to do"), and the run ends with
-# how many were skipped for each (CI installs all three and runs everything).
+# how many were skipped for each (CI installs them all and runs everything).
 SYSTEM_PACKAGES = {"bubblewrap": "the grading sandbox", "postgresql": "a PostgreSQL gradebook",
-                   "chromium": "the browser tests"}
+                   "chromium": "the browser tests", "npm": "the JupyterHub test (make hub's proxy)"}
 
 
 def missing_sandbox() -> str | None:
@@ -67,7 +67,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """On CI (CI=true), which installs all three, a test skipped for one fails the run:
+    """On CI (CI=true), which installs them all, a test skipped for one fails the run:
     a green CI must not hide a missing install step."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if os.environ.get("CI") != "true" or reporter is None or hasattr(session.config, "workerinput"):

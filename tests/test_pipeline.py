@@ -194,3 +194,21 @@ def test_grade_refuses_where_user_namespaces_are_refused(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env=_bin_with(tmp_path, {"bwrap": fake}))
     _refused(proc, "cannot create user namespaces", "Grading inside a container")
+
+
+def test_staging_keeps_what_nbgrader_needs_besides_the_notebooks(tmp_path):
+    """The late penalty's timestamp.txt and collect's submission_secret.txt reach the
+    folder nbgrader autogrades from (release_feedback refuses feedback without the secret)."""
+    from grader.recording import _stage
+
+    course = tmp_path / "course"
+    submitted = course / "submitted" / "ada" / "01_grad"
+    submitted.mkdir(parents=True)
+    (submitted / "timestamp.txt").write_text("2026-12-03 14:00:00.000000 UTC")
+    (submitted / "submission_secret.txt").write_text("3f2a" * 8)
+    run = tmp_path / "run"
+    _stage(course, "01_grad", run, "ada", {"bundles": {"01_grad.ipynb": {"rebuilt": {"cells": []}}}})
+    staged = run / "submitted" / "ada" / "01_grad"
+    assert (staged / "timestamp.txt").read_text() == "2026-12-03 14:00:00.000000 UTC"
+    assert (staged / "submission_secret.txt").read_text() == "3f2a" * 8
+    assert json.loads((staged / "01_grad.ipynb").read_text()) == {"cells": []}

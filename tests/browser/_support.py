@@ -132,6 +132,24 @@ class LabServer:
         self._log.close()
 
 
+class Shots:
+    """Numbered screenshots, named by step."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        if folder.exists():
+            for old in folder.glob("*.png"):
+                old.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.n = 0
+
+    def __call__(self, page, name: str, **kwargs) -> Path:
+        self.n += 1
+        path = self.folder / f"{self.n:02d}_{name}.png"
+        page.screenshot(path=str(path), **kwargs)
+        return path
+
+
 def kill_leftover_kernels(runtime_dir: Path) -> None:
     """Kills kernels whose connection file lies in this test's runtime folder (ours only)."""
     marker = str(runtime_dir).encode()

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import make_scratch_course, nbgrader_env
-from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, ConsoleLog, LabServer,
+from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, ConsoleLog, LabServer, Shots,
                                     kill_leftover_kernels, launch_chromium, missing_browser,
                                     nbgrader_extension_problems, quiet_lab_settings,
                                     write_nbgrader_config)
@@ -57,24 +57,6 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{out[-3000:]}"
     return out
-
-
-class Shots:
-    """Numbered screenshots, named by step."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        if folder.exists():
-            for old in folder.glob("*.png"):
-                old.unlink()
-        folder.mkdir(parents=True, exist_ok=True)
-        self.n = 0
-
-    def __call__(self, page, name: str, **kwargs) -> Path:
-        self.n += 1
-        path = self.folder / f"{self.n:02d}_{name}.png"
-        page.screenshot(path=str(path), **kwargs)
-        return path
 
 
 @pytest.fixture
