@@ -79,6 +79,24 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Programs per program-judge run. The judge derives every program in one cell, under
+# the cell timeout: a module with many candidates (each batched check exports a
+# program per batch size) would run out of time on a loaded machine in one run.
+JUDGE_BATCH = 48
+
+
+def judge_in_batches(programs: dict, limits, *, cache=None, batch: int = JUDGE_BATCH,
+                     judge=None) -> dict:
+    """``_programs.judge`` over ``programs`` in runs of at most ``batch`` programs."""
+    judge = judge or _programs.judge
+    keys = list(programs)
+    derived: dict = {}
+    for start in range(0, len(keys), batch):
+        chunk = {key: programs[key] for key in keys[start:start + batch]}
+        derived.update(judge(chunk, limits, cache=cache))
+    return derived
+
+
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
           reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
           kernel_too: dict[str, set[int]] | None = None) -> dict[tuple[str, int], Result]:
@@ -116,7 +134,7 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     for (gid, k), cell in cells.items():
         for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
-    derived_all = _programs.judge(programs, limits, cache=cache)
+    derived_all = judge_in_batches(programs, limits, cache=cache)
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()

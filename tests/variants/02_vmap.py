@@ -3,8 +3,8 @@
 Each code string replaces the whole solution cell; the notebook's lesson cells have
 already defined jax, jnp, predict, embed, weighted_xent, distance, example_loss, mse
 and sgd_step. Wrong answers come with the reason they are wrong; each must cost
-exactly its own exercise. The notebook harness grades correct[0:2] and wrong[0:2];
-the others are checked by tests/test_vmap.py against the check directly.
+exactly its own exercise. tests/test_exercises.py grades every one of them, in the
+student's kernel and through the grader.
 """
 
 VARIANTS = {
@@ -32,6 +32,17 @@ VARIANTS = {
             ("lax.map: a sequential scan over the examples",
              "def batched_predict(params, xs):\n"
              "    return jax.lax.map(lambda x: predict(params, x), xs)\n"),
+            ("uses the notebook's global params, not its argument (the visible test passes them)",
+             "def batched_predict(p, xs):\n"
+             "    return jax.vmap(predict, in_axes=(None, 0))(params, xs)\n"),
+            ("by hand, but normalizes over axis 0: statistics of the batch, not of each example",
+             "def batched_predict(params, xs):\n"
+             "    mu = jnp.mean(xs, axis=0)\n"
+             "    sd = jnp.std(xs, axis=0)\n"
+             "    return ((xs - mu) / (sd + 1e-6)) @ params['w'] + params['b']\n"),
+            ("squeezes the result: a batch of one example becomes a scalar",
+             "def batched_predict(params, xs):\n"
+             "    return jnp.squeeze(jax.vmap(predict, in_axes=(None, 0))(params, xs))\n"),
         ],
     },
     "02_vmap_embed_columns": {
@@ -54,6 +65,14 @@ VARIANTS = {
              "def embed_columns(W, xs_cols):\n"
              "    cols = [embed(W, xs_cols[:, i]) for i in range(xs_cols.shape[1])]\n"
              "    return jnp.stack(cols, axis=1)\n"),
+            ("in_axes=(None, 0): maps over the rows (features) instead of the columns",
+             "def embed_columns(W, xs_cols):\n"
+             "    return jax.vmap(embed, in_axes=(None, 0), out_axes=1)(W, xs_cols)\n"),
+            ("by hand, but normalizes each row (over the examples) instead of each column",
+             "def embed_columns(W, xs_cols):\n"
+             "    mu = xs_cols.mean(axis=1, keepdims=True)\n"
+             "    sd = xs_cols.std(axis=1, keepdims=True)\n"
+             "    return jnp.tanh(W @ ((xs_cols - mu) / (sd + 1e-6)))\n"),
         ],
     },
     "02_vmap_batched_weighted_xent": {
@@ -93,6 +112,25 @@ VARIANTS = {
              "        ones = jnp.ones_like(batch['class_weights'])\n"
              "        return weighted_xent(params, {'x': x, 'y': y, 'class_weights': ones})\n"
              "    return jax.vmap(one)(batch['x'], batch['y'])\n"),
+            ("one_hot with the notebook's 3 classes hard-coded",
+             "def batched_weighted_xent(params, batch):\n"
+             "    x = batch['x']\n"
+             "    xn = (x - x.mean(1, keepdims=True)) / (x.std(1, keepdims=True) + 1e-6)\n"
+             "    logits = xn @ params['W'].T + params['b']\n"
+             "    onehot = jax.nn.one_hot(batch['y'], 3)\n"
+             "    nll = jax.nn.logsumexp(logits, axis=1) - jnp.sum(onehot * logits, axis=1)\n"
+             "    return batch['class_weights'][batch['y']] * nll\n"),
+            ("a naive log(sum(exp(logits))): overflows to inf for large logits",
+             "def batched_weighted_xent(params, batch):\n"
+             "    def one(x, y):\n"
+             "        logits = params['W'] @ normalize(x) + params['b']\n"
+             "        nll = jnp.log(jnp.sum(jnp.exp(logits))) - logits[y]\n"
+             "        return batch['class_weights'][y] * nll\n"
+             "    return jax.vmap(one)(batch['x'], batch['y'])\n"),
+            ("squeezes the result: a batch of one example becomes a scalar",
+             "def batched_weighted_xent(params, batch):\n"
+             "    axes = {'x': 0, 'y': 0, 'class_weights': None}\n"
+             "    return jax.vmap(weighted_xent, in_axes=(None, axes))(params, batch).squeeze()\n"),
         ],
     },
     "02_vmap_pairwise_distances": {
@@ -118,6 +156,10 @@ VARIANTS = {
             ("vmap over a, but a Python loop over b",
              "def pairwise_distances(a, b):\n"
              "    return jax.vmap(lambda u: jnp.stack([distance(u, v) for v in b]))(a)\n"),
+            ("the expansion |u|^2 + |v|^2 - 2 u.v: rounding turns coincident points into > 0",
+             "def pairwise_distances(a, b):\n"
+             "    sq = jnp.sum(a ** 2, 1)[:, None] + jnp.sum(b ** 2, 1)[None, :] - 2 * a @ b.T\n"
+             "    return jnp.sqrt(jnp.maximum(sq, 0.0))\n"),
         ],
     },
     "02_vmap_per_example_grads": {
@@ -145,6 +187,9 @@ VARIANTS = {
             ("in_axes=0 maps params too (the scalar b has no axis 0)",
              "def per_example_grads(params, xs, ys):\n"
              "    return jax.vmap(jax.grad(example_loss))(params, xs, ys)\n"),
+            ("uses the notebook's global params, not its argument (the visible test passes them)",
+             "def per_example_grads(p, xs, ys):\n"
+             "    return jax.vmap(jax.grad(example_loss), in_axes=(None, 0, 0))(params, xs, ys)\n"),
         ],
     },
     "02_vmap_ensemble_sgd_step": {
@@ -172,6 +217,13 @@ VARIANTS = {
             ("in_axes=0 maps the shared data and the learning rate too",
              "def ensemble_sgd_step(params, x, y, lr):\n"
              "    return jax.vmap(sgd_step)(params, x, y, lr)\n"),
+            ("lr ignored: the 0.1 of the example is hard-coded",
+             "def ensemble_sgd_step(params, x, y, lr):\n"
+             "    return jax.vmap(sgd_step, in_axes=(0, None, None, None))(params, x, y, 0.1)\n"),
+            ("steps uphill: params + lr * grads",
+             "def ensemble_sgd_step(params, x, y, lr):\n"
+             "    grads = jax.vmap(jax.grad(mse), in_axes=(0, None, None))(params, x, y)\n"
+             "    return jax.tree.map(lambda p, g: p + lr * g, params, grads)\n"),
         ],
     },
     "02_vmap_huber": {
@@ -204,6 +256,14 @@ VARIANTS = {
              "def huber(r, delta=1.0):\n"
              "    a = jnp.abs(r)\n"
              "    return jnp.where(a <= delta, 0.5 * r ** 2, delta * a)\n"),
+            ("delta ignored: the threshold and the slope are always 1",
+             "def huber(r, delta=1.0):\n"
+             "    a = jnp.abs(r)\n"
+             "    return jnp.where(a <= 1.0, 0.5 * r ** 2, a - 0.5)\n"),
+            ("default delta 2.0 instead of the 1.0 of the contract",
+             "def huber(r, delta=2.0):\n"
+             "    a = jnp.abs(r)\n"
+             "    return jnp.where(a <= delta, 0.5 * r ** 2, delta * (a - 0.5 * delta))\n"),
         ],
     },
 }

@@ -52,6 +52,56 @@ VARIANTS = {
              "                walk(getattr(inner, 'jaxpr', inner))\n"
              "    walk(jax.make_jaxpr(f)(*args).jaxpr)\n"
              "    return counts\n"),
+            ("counts each primitive once: a set of names, not a count of equations",
+             "def primitive_counts(f, *args):\n"
+             "    names = set()\n"
+             "    def walk(jaxpr):\n"
+             "        for eqn in jaxpr.eqns:\n"
+             "            names.add(eqn.primitive.name)\n"
+             "            for p in eqn.params.values():\n"
+             "                for item in (p if isinstance(p, (tuple, list)) else (p,)):\n"
+             "                    if isinstance(item, Jaxpr):\n"
+             "                        walk(item)\n"
+             "    walk(jax.make_jaxpr(f)(*args))\n"
+             "    return {name: 1 for name in names}\n"),
+            ("traces f at its first argument only: breaks for functions of several arrays",
+             "def primitive_counts(f, *args):\n"
+             "    counts = {}\n"
+             "    def walk(jaxpr):\n"
+             "        for eqn in jaxpr.eqns:\n"
+             "            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1\n"
+             "            for p in eqn.params.values():\n"
+             "                for item in (p if isinstance(p, (tuple, list)) else (p,)):\n"
+             "                    if isinstance(item, Jaxpr):\n"
+             "                        walk(item)\n"
+             "    walk(jax.make_jaxpr(f)(args[0]))\n"
+             "    return counts\n"),
+            ("counts only the leaves: the jit/cond equation that holds a nested jaxpr is skipped",
+             "def primitive_counts(f, *args):\n"
+             "    counts = {}\n"
+             "    def walk(jaxpr):\n"
+             "        for eqn in jaxpr.eqns:\n"
+             "            inner = [i for p in eqn.params.values()\n"
+             "                     for i in (p if isinstance(p, (tuple, list)) else (p,))\n"
+             "                     if isinstance(i, Jaxpr)]\n"
+             "            if not inner:\n"
+             "                counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1\n"
+             "            for i in inner:\n"
+             "                walk(i)\n"
+             "    walk(jax.make_jaxpr(f)(*args))\n"
+             "    return counts\n"),
+            ("walks only the first cond branch: the other branch's equations are missed",
+             "def primitive_counts(f, *args):\n"
+             "    counts = {}\n"
+             "    def walk(jaxpr):\n"
+             "        for eqn in jaxpr.eqns:\n"
+             "            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1\n"
+             "            for p in eqn.params.values():\n"
+             "                item = p[0] if isinstance(p, (tuple, list)) and p else p\n"
+             "                if isinstance(item, Jaxpr):\n"
+             "                    walk(item)\n"
+             "    walk(jax.make_jaxpr(f)(*args))\n"
+             "    return counts\n"),
         ],
     },
     "03_jit_poly_features": {
@@ -71,6 +121,22 @@ VARIANTS = {
             ("not jitted: right values, but run op by op",
              "def poly_features(x, degree):\n"
              "    return jnp.stack([x ** k for k in range(degree + 1)], axis=1)\n"),
+            ("jax.jit applied inside the function: a new jitted function on every call",
+             "def poly_features(x, degree):\n"
+             "    inner = jax.jit(lambda v: jnp.stack([v ** k for k in range(degree + 1)], axis=1))\n"
+             "    return inner(x)\n"),
+            ("one column short: range(degree) stops at x**(degree - 1)",
+             "def poly_features(x, degree):\n"
+             "    return jnp.stack([x ** k for k in range(degree)], axis=1)\n"
+             "poly_features = jax.jit(poly_features, static_argnames='degree')\n"),
+            ("jnp.vander's default order: the columns run from x**degree down to x**0",
+             "def poly_features(x, degree):\n"
+             "    return jnp.vander(x, degree + 1)\n"
+             "poly_features = jax.jit(poly_features, static_argnames='degree')\n"),
+            ("powers as exp(k log x): NaN for negative x and for x = 0",
+             "def poly_features(x, degree):\n"
+             "    return jnp.exp(jnp.log(x)[:, None] * jnp.arange(degree + 1))\n"
+             "poly_features = jax.jit(poly_features, static_argnames='degree')\n"),
         ],
     },
     "03_jit_ema_update": {
@@ -96,6 +162,24 @@ VARIANTS = {
              "            'count': jnp.int32(_calls)}\n"),
             ("decay marked static: every new decay value compiles again",
              "@functools.partial(jax.jit, static_argnames='decay')\n"
+             "def ema_update(state, x, decay):\n"
+             "    return {'mean': decay * state['mean'] + (1 - decay) * x,\n"
+             "            'count': state['count'] + 1}\n"),
+            ("decay ignored: the 0.9 of the example is hard-coded",
+             "@jax.jit\n"
+             "def ema_update(state, x, decay):\n"
+             "    return {'mean': 0.9 * state['mean'] + 0.1 * x, 'count': state['count'] + 1}\n"),
+            ("count incremented by 1.0: it becomes a float32 instead of staying an int32",
+             "@jax.jit\n"
+             "def ema_update(state, x, decay):\n"
+             "    return {'mean': decay * state['mean'] + (1 - decay) * x,\n"
+             "            'count': state['count'] + 1.0}\n"),
+            ("weights swapped: decay multiplies the new observation",
+             "@jax.jit\n"
+             "def ema_update(state, x, decay):\n"
+             "    return {'mean': decay * x + (1 - decay) * state['mean'],\n"
+             "            'count': state['count'] + 1}\n"),
+            ("not jitted: right values, but dispatched op by op",
              "def ema_update(state, x, decay):\n"
              "    return {'mean': decay * state['mean'] + (1 - decay) * x,\n"
              "            'count': state['count'] + 1}\n"),
@@ -160,6 +244,56 @@ VARIANTS = {
              "    jit_s = statistics.median(jit_times)\n"
              "    return {'eager_s': eager_s, 'jit_first_s': jit_times[0], 'jit_s': jit_s,\n"
              "            'speedup': eager_s / jit_s}\n"),
+            ("repeats ignored: always five timed calls",
+             "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+             "    def timed(fn):\n"
+             "        start = time.perf_counter()\n"
+             "        jax.block_until_ready(fn(*args))\n"
+             "        return time.perf_counter() - start\n"
+             "    timed(eager_fn)\n"
+             "    eager_s = statistics.median(timed(eager_fn) for _ in range(5))\n"
+             "    jit_first_s = timed(jit_fn)\n"
+             "    jit_s = statistics.median(timed(jit_fn) for _ in range(5))\n"
+             "    return {'eager_s': eager_s, 'jit_first_s': jit_first_s, 'jit_s': jit_s,\n"
+             "            'speedup': eager_s / jit_s}\n"),
+            ("default repeats=3 instead of the 5 the contract states",
+             "def benchmark(eager_fn, jit_fn, *args, repeats=3):\n"
+             "    def timed(fn):\n"
+             "        start = time.perf_counter()\n"
+             "        jax.block_until_ready(fn(*args))\n"
+             "        return time.perf_counter() - start\n"
+             "    timed(eager_fn)\n"
+             "    eager_s = statistics.median(timed(eager_fn) for _ in range(repeats))\n"
+             "    jit_first_s = timed(jit_fn)\n"
+             "    jit_s = statistics.median(timed(jit_fn) for _ in range(repeats))\n"
+             "    return {'eager_s': eager_s, 'jit_first_s': jit_first_s, 'jit_s': jit_s,\n"
+             "            'speedup': eager_s / jit_s}\n"),
+            ("speedup inverted: jit_s / eager_s",
+             "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+             "    def timed(fn):\n"
+             "        start = time.perf_counter()\n"
+             "        jax.block_until_ready(fn(*args))\n"
+             "        return time.perf_counter() - start\n"
+             "    timed(eager_fn)\n"
+             "    eager_s = statistics.median(timed(eager_fn) for _ in range(repeats))\n"
+             "    jit_first_s = timed(jit_fn)\n"
+             "    jit_s = statistics.median(timed(jit_fn) for _ in range(repeats))\n"
+             "    return {'eager_s': eager_s, 'jit_first_s': jit_first_s, 'jit_s': jit_s,\n"
+             "            'speedup': jit_s / eager_s}\n"),
+            ("blocks only the first call: the timed calls measure the dispatch",
+             "def benchmark(eager_fn, jit_fn, *args, repeats=5):\n"
+             "    jax.block_until_ready(eager_fn(*args))\n"
+             "    t = []\n"
+             "    for _ in range(repeats):\n"
+             "        s = time.perf_counter(); eager_fn(*args); t.append(time.perf_counter() - s)\n"
+             "    s = time.perf_counter(); jax.block_until_ready(jit_fn(*args))\n"
+             "    jit_first_s = time.perf_counter() - s\n"
+             "    u = []\n"
+             "    for _ in range(repeats):\n"
+             "        s = time.perf_counter(); jit_fn(*args); u.append(time.perf_counter() - s)\n"
+             "    return {'eager_s': statistics.median(t), 'jit_first_s': jit_first_s,\n"
+             "            'jit_s': statistics.median(u),\n"
+             "            'speedup': statistics.median(t) / statistics.median(u)}\n"),
         ],
     },
     "03_jit_stablehlo_and_hlo": {
@@ -181,6 +315,18 @@ VARIANTS = {
              "def stablehlo_and_hlo(f, *args):\n"
              "    compiled = jax.jit(f).lower(*args).compile()\n"
              "    return str(jax.make_jaxpr(f)(*args)), compiled.as_text()\n"),
+            ("the pair in the wrong order: (optimized HLO, StableHLO)",
+             "def stablehlo_and_hlo(f, *args):\n"
+             "    lowered = jax.jit(f).lower(*args)\n"
+             "    return lowered.compile().as_text(), lowered.as_text()\n"),
+            ("lowers at the first argument only: breaks for functions of several arrays",
+             "def stablehlo_and_hlo(f, *args):\n"
+             "    lowered = jax.jit(f).lower(args[0])\n"
+             "    return lowered.as_text(), lowered.compile().as_text()\n"),
+            ("returns the Lowered and Compiled objects instead of their texts",
+             "def stablehlo_and_hlo(f, *args):\n"
+             "    lowered = jax.jit(f).lower(*args)\n"
+             "    return lowered, lowered.compile()\n"),
         ],
     },
     "03_jit_sgd_update": {
@@ -203,6 +349,18 @@ VARIANTS = {
              "@functools.partial(jax.jit, donate_argnums=1)\n"
              "def sgd_update(params, grads, lr):\n"
              "    return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"),
+            ("lr static: every new learning rate compiles again",
+             "@functools.partial(jax.jit, donate_argnums=0, static_argnums=2)\n"
+             "def sgd_update(params, grads, lr):\n"
+             "    return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"),
+            ("lr ignored: the 0.1 of the example is hard-coded",
+             "@functools.partial(jax.jit, donate_argnums=0)\n"
+             "def sgd_update(params, grads, lr):\n"
+             "    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)\n"),
+            ("steps uphill: params + lr * grads",
+             "@functools.partial(jax.jit, donate_argnums=0)\n"
+             "def sgd_update(params, grads, lr):\n"
+             "    return jax.tree.map(lambda p, g: p + lr * g, params, grads)\n"),
         ],
     },
 }
