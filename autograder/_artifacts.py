@@ -59,7 +59,8 @@ def export_program(fn, args=(), kwargs=None):
     its inputs and outputs: the same program, and one whose pytrees can be serialized
     (``Exported.serialize`` refuses pytree nodes of other libraries, an optax state
     among them). Static arguments, donation and shardings of a jitted function are
-    kept (its pytrees must then be serializable).
+    kept; when its pytrees do not serialize, its program is kept as it is and only its
+    pytree structure is flattened (:func:`_on_leaves`).
     """
     import jax
 
@@ -69,7 +70,7 @@ def export_program(fn, args=(), kwargs=None):
         raise NotAFunction(type(fn).__name__ if fn is not None else "None")
     kwargs = kwargs or {}
     if _is_jit(fn):
-        exported = jax.export.export(fn)(*args, **kwargs)
+        exported = _on_leaves(jax.export.export(fn)(*args, **kwargs))
     else:
         # Exported on the flat leaves of its inputs and outputs: the same program, and
         # one whose pytrees serialize (optax states do not).
@@ -92,6 +93,28 @@ def export_program(fn, args=(), kwargs=None):
         if len(flat) != len(exported.in_avals):
             flat = []  # static and traced leaves mixed: the program cannot be re-run here
     return exported, flat
+
+
+def _on_leaves(exported):
+    """``exported`` itself when it serializes; otherwise the same program (module,
+    shardings, donation) with flat input and output pytrees, as a plain function's.
+
+    ``Exported.serialize`` refuses pytree nodes of other libraries (an optax state);
+    the StableHLO program takes and returns flat leaves anyway, so only the structure
+    used to flatten a call's arguments and unflatten its results changes.
+    """
+    import jax
+
+    try:
+        exported.serialize()
+    except ValueError as err:
+        if "PyTreeDef" not in str(err):
+            raise
+        n, m = len(exported.in_avals), len(exported.out_avals)
+        return dataclasses.replace(exported,
+                                   in_tree=jax.tree.structure((tuple(range(n)), {})),
+                                   out_tree=jax.tree.structure(list(range(m))))
+    return exported
 
 
 def _is_array(leaf) -> bool:

@@ -174,13 +174,15 @@ def _names_facts(got: Any) -> dict:
     items = list(got)
     if not all(isinstance(g, str) for g in items):
         return {"not_names": describe_value(got)}
-    return {"names": sorted(set(items))}
+    return {"names": sorted(set(items)), "is_set": isinstance(got, (set, frozenset)),
+            "count": len(items)}
 
 
 def assert_collective_set(got: Any, expected: Iterable[str], *, name: str = "result",
                           section: str | None = None, hint: str | None = None,
-                          fix: str | None = None) -> None:
-    """Asserts that ``got`` (an iterable of collective class names) matches ``expected``.
+                          fix: str | None = None, exact: bool = False) -> None:
+    """Asserts that ``got`` (an iterable of collective class names) matches ``expected``;
+    with ``exact=True`` it must be a ``set`` (or ``frozenset``): a list fails.
 
     >>> assert_collective_set({"all-reduce"}, ["all-reduce"])
     >>> assert_collective_set(set(), {"all-gather"}, name="collectives_in_hlo(f, x)")
@@ -195,7 +197,7 @@ def assert_collective_set(got: Any, expected: Iterable[str], *, name: str = "res
     run(Check("collective_set", name, observe=lambda: _names_facts(got),
               expect=lambda: {"names": sorted(set(expected))},
               observe_as="facts", expect_as="facts",
-              params=dict(section=section, hint=hint, fix=fix)))
+              params=dict(section=section, hint=hint, fix=fix, exact=exact)))
 
 
 def _set_text(names: set) -> str:
@@ -204,7 +206,7 @@ def _set_text(names: set) -> str:
 
 @explainer("collective_set")
 def explain_collective_set(observed, expected, *, label: str, section=None, hint=None,
-                           fix=None, **_ignored) -> str | None:
+                           fix=None, exact: bool = False, **_ignored) -> str | None:
     facts = observed.facts if isinstance(observed.facts, dict) else {}
     if "names" not in facts:
         return format_failure(
@@ -212,6 +214,14 @@ def explain_collective_set(observed, expected, *, label: str, section=None, hint
             expected="a set of str, e.g. {'all-reduce'}",
             got=facts.get("not_names", "something else"), cause=hint,
             fix=fix or "return a set of names such as 'all-reduce'", section=section)
+    if exact and not facts.get("is_set"):
+        return format_failure(
+            f"{label} did not return a set of collective names",
+            expected="a set of str, e.g. {'all-reduce'}",
+            got=f"a sequence of {facts.get('count', len(facts['names']))} names",
+            cause="the contract asks for a set: each class once",
+            fix=fix or "collect the names into a set: {m.group(1) for m in ...}",
+            section=section)
     want = set(expected.facts.get("names", [])) if expected is not None else set()
     return explain_same_set(set(facts["names"]), want, label=label, item="collectives",
                             shown=_set_text, section=section, hint=hint, fix=fix)

@@ -233,15 +233,24 @@ def explain_same_set(got: set, expected: set, *, label: str, item: str, shown,
 
 def _ids_facts(value: Any) -> dict:
     ids = device_ids(value)
-    return {"ids": sorted(ids)} if ids is not None else {"not_ids": describe_value(value)}
+    if ids is None:
+        return {"not_ids": describe_value(value)}
+    items = list(value)
+    # What an exact contract ("a set of ints") judges: the container, and whether each
+    # item is an int id (a Device object has .id, but it is not one).
+    return {"ids": sorted(ids), "is_set": isinstance(value, (set, frozenset)),
+            "all_ints": not any(hasattr(i, "id") and hasattr(i, "platform") for i in items),
+            "count": len(items)}
 
 
 def assert_device_set(got: Any, expected: Any, *, name: str = "result",
                       section: str | None = None, hint: str | None = None,
-                      fix: str | None = None) -> None:
+                      fix: str | None = None, exact: bool = False) -> None:
     """Asserts that ``got`` names the same devices as ``expected`` (any order).
 
-    Both may hold device ids (ints) or ``Device`` objects.
+    Both may hold device ids (ints) or ``Device`` objects. With ``exact=True`` (a
+    contract that says "a set of ints"), ``got`` must be a ``set`` (or ``frozenset``)
+    of int ids: a list, or ``Device`` objects, fail.
 
     >>> import jax
     >>> d0 = jax.devices()[0]
@@ -258,17 +267,26 @@ def assert_device_set(got: Any, expected: Any, *, name: str = "result",
     run(Check("device_set", name, observe=lambda: _ids_facts(got),
               expect=lambda: {"ids": sorted(device_ids(expected) or set())},
               observe_as="facts", expect_as="facts",
-              params=dict(section=section, hint=hint, fix=fix)))
+              params=dict(section=section, hint=hint, fix=fix, exact=exact)))
 
 
 @explainer("device_set")
 def explain_device_set(observed, expected, *, label: str, section=None, hint=None, fix=None,
-                       **_ignored) -> str | None:
+                       exact: bool = False, **_ignored) -> str | None:
     facts = observed.facts if isinstance(observed.facts, dict) else {}
     if "ids" not in facts:
         return format_failure(
             f"{label} did not return a set of device ids", expected="a set of ints, e.g. {0, 1}",
             got=facts.get("not_ids", "something else"), cause=hint,
+            fix=fix or "collect shard.device.id for the matching shards into a set",
+            section=section)
+    if exact and not (facts.get("is_set") and facts.get("all_ints")):
+        got = (f"a {'set' if facts.get('is_set') else 'sequence'} of "
+               f"{facts.get('count', len(facts['ids']))} "
+               f"{'ints' if facts.get('all_ints') else 'items, not all of them ints (devices?)'}")
+        return format_failure(
+            f"{label} did not return a set of device ids", expected="a set of ints, e.g. {0, 1}",
+            got=got, cause="the contract asks for a set of int ids (shard.device.id), each once",
             fix=fix or "collect shard.device.id for the matching shards into a set",
             section=section)
     want = set(expected.facts.get("ids", [])) if expected is not None else set()

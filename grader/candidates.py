@@ -70,6 +70,49 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
     return nb
 
 
+# Programs judged per program-judge run. One run for every candidate of a module (some
+# hundred sharded programs to compile) outlasts the judge's cell timeout on a small
+# machine, and then every program of every candidate fails alike, correct ones too.
+JUDGE_CHUNK = 24
+
+
+def judge_chunks(programs: dict, size: int = JUDGE_CHUNK) -> list[dict]:
+    """``programs`` (keys ``gid#k#label``) in runs of at most ``size`` programs, each
+    candidate's programs in one run (a candidate with more gets a run of its own).
+
+    >>> [list(c) for c in judge_chunks({"a#0#x": 1, "a#0#y": 2, "a#1#x": 3}, size=2)]
+    [['a#0#x', 'a#0#y'], ['a#1#x']]
+    """
+    chunks: list[dict] = []
+    current: dict = {}
+    candidate = None
+    for key, value in programs.items():
+        owner = "#".join(key.split("#")[:2])
+        if owner != candidate and len(current) >= size:
+            chunks.append(current)
+            current = {}
+        candidate = owner
+        current[key] = value
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _judge_split(programs: dict, limits, cache) -> dict:
+    """The program judge on ``programs``; when the run as a whole fails (a timeout, a
+    crash), each half of its candidates again, down to one candidate: a slow program
+    costs only its own candidate."""
+    derived = _programs.judge(programs, limits, cache=cache)
+    owners = list(dict.fromkeys("#".join(k.split("#")[:2]) for k in programs))
+    failed = all(getattr(o, "error_type", None) == "ProgramJudge" for o in derived.values())
+    if not failed or len(owners) < 2:
+        return derived
+    half = set(owners[:len(owners) // 2])
+    first = {k: v for k, v in programs.items() if "#".join(k.split("#")[:2]) in half}
+    rest = {k: v for k, v in programs.items() if k not in first}
+    return {**_judge_split(first, limits, cache), **_judge_split(rest, limits, cache)}
+
+
 def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
     out = []
     for gid, sources in candidates.items():
@@ -77,24 +120,6 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
             base = f"candidates/{gid}/{k}"
             out += [f"{base}/kernel.json", f"{base}/test_{gid}.json", f"{base}/test_{gid}.npz"]
     return tuple(out)
-
-
-# Programs per program-judge run. The judge derives every program in one cell, under
-# the cell timeout: a module with many candidates (each batched check exports a
-# program per batch size) would run out of time on a loaded machine in one run.
-JUDGE_BATCH = 48
-
-
-def judge_in_batches(programs: dict, limits, *, cache=None, batch: int = JUDGE_BATCH,
-                     judge=None) -> dict:
-    """``_programs.judge`` over ``programs`` in runs of at most ``batch`` programs."""
-    judge = judge or _programs.judge
-    keys = list(programs)
-    derived: dict = {}
-    for start in range(0, len(keys), batch):
-        chunk = {key: programs[key] for key in keys[start:start + batch]}
-        derived.update(judge(chunk, limits, cache=cache))
-    return derived
 
 
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
@@ -134,7 +159,9 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     for (gid, k), cell in cells.items():
         for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
-    derived_all = judge_in_batches(programs, limits, cache=cache)
+    derived_all = {}
+    for chunk in judge_chunks(programs):
+        derived_all.update(_judge_split(chunk, limits, cache))
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()

@@ -230,6 +230,34 @@ def test_programs_of_functions_whose_inputs_hold_foreign_pytree_nodes():
     assert_uses_primitive(epoch, (params, opt.init(params), jnp.ones((4, 3))), "scan")
 
 
+def test_programs_of_jitted_functions_whose_pytrees_hold_foreign_nodes():
+    # A jitted step that takes and returns an optax state (06_sharding's FSDP step):
+    # its program is kept (donation included), only its pytrees are flattened, so it
+    # serializes and the judge runs it on the recorded leaves.
+    import numpy as np
+    import optax
+
+    opt = optax.adam(0.1)
+
+    def step(params, state, x):
+        g = jax.grad(lambda p: jnp.sum((p["w"] * x) ** 2))(params)
+        u, state = opt.update(g, state, params)
+        return optax.apply_updates(params, u), state, jnp.sum(x)
+
+    params, x = {"w": jnp.arange(3.0)}, jnp.ones(3)
+    args = (params, opt.init(params), x)
+    programs = _artifacts.programs_of((jax.jit(step, donate_argnums=(0, 1)), args, None))
+    derived = _artifacts.derive(_artifacts.observe_artifact(programs), {})
+    facts = derived.facts[0]
+    assert not facts.get("error") and not facts["refused"], facts
+    assert facts["donated"] == [0, 1, 2, 3]  # w, the step count, mu["w"], nu["w"]
+    expected = jax.tree.leaves(step(*args))
+    got = [leaf.value for leaf in derived.outputs[0].leaves]
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
 def test_graded_tie_ignores_whether_the_function_was_jitted():
     # A plain function is exported on flat leaves, a jitted one with its own output
     # pytree: the programs' values are compared leaf by leaf.

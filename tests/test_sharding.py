@@ -287,6 +287,19 @@ def test_assert_device_set_rejects_non_sets(devs):
         assert "did not return a set of device ids" in message(e)
 
 
+def test_assert_device_set_exact_asks_for_a_set_of_int_ids(devs):
+    assert_device_set({devs[0].id, devs[1].id}, [devs[1], devs[0]], exact=True)
+    assert_device_set(frozenset({devs[0].id}), {devs[0].id}, exact=True)
+    # Loose by default: a list, or Device objects, name the same devices.
+    assert_device_set([devs[0].id, devs[0].id], {devs[0].id})
+    for bad, got in (([devs[0].id, devs[0].id], "a sequence of 2 ints"),
+                     ({devs[0]}, "not all of them ints (devices?)")):
+        with pytest.raises(CheckFailure) as e:
+            assert_device_set(bad, {devs[0].id}, name="devices_holding(x, (0, 0))", exact=True)
+        assert "devices_holding(x, (0, 0)) did not return a set of device ids" in message(e)
+        assert got in message(e)
+
+
 # --- collectives in HLO ------------------------------------------------------------
 
 SYNTHETIC_HLO = """
@@ -386,6 +399,16 @@ def _smap(body, mesh, out_specs=P()):
     def run(x):
         return jax.shard_map(body, mesh=mesh, in_specs=P("data", None), out_specs=out_specs)(x)
     return run
+
+
+def test_assert_collective_set_exact_asks_for_a_set():
+    assert_collective_set(["all-reduce", "all-reduce"], {"all-reduce"})
+    assert_collective_set(frozenset({"all-reduce"}), {"all-reduce"}, exact=True)
+    with pytest.raises(CheckFailure) as e:
+        assert_collective_set(["all-reduce", "all-reduce"], {"all-reduce"}, name="c(f, x)",
+                              exact=True)
+    assert "c(f, x) did not return a set of collective names" in message(e)
+    assert "a sequence of 2 names" in message(e)
 
 
 def test_collect_shard_map_primitives_sees_psum_invariant(mesh):

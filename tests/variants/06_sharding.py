@@ -33,6 +33,11 @@ VARIANTS = {
              "def build_mesh(devices, model_size, axis_type=AxisType.Explicit):\n"
              "    return jax.make_mesh((model_size, len(devices) // model_size), ('data', 'model'),\n"
              "                         axis_types=(axis_type, axis_type), devices=devices)\n"),
+            ("the 'data' size from jax.device_count(), not from the devices it was given",
+             "def build_mesh(devices, model_size, axis_type=AxisType.Explicit):\n"
+             "    return jax.make_mesh((jax.device_count() // model_size, model_size),\n"
+             "                         ('data', 'model'), axis_types=(axis_type, axis_type),\n"
+             "                         devices=devices[:jax.device_count()])\n"),
         ],
     },
     "06_sharding_place_batch_and_weights": {
@@ -58,6 +63,16 @@ VARIANTS = {
              "def place_batch_and_weights(x, w, mesh):\n"
              "    return (jax.device_put(x, NamedSharding(mesh, P('data', None))),\n"
              "            jax.device_put(w, NamedSharding(mesh, P('model', None))))\n"),
+            ("builds its own mesh over jax.devices() instead of using the mesh it was given",
+             "def place_batch_and_weights(x, w, mesh):\n"
+             "    m = mesh.shape['model']\n"
+             "    own = jax.make_mesh((jax.device_count() // m, m), ('data', 'model'))\n"
+             "    return (jax.device_put(x, NamedSharding(own, P('data', None))),\n"
+             "            jax.device_put(w, NamedSharding(own, P(None, 'model'))))\n"),
+            ("the batch split over both mesh axes (rows over 'data', columns over 'model')",
+             "def place_batch_and_weights(x, w, mesh):\n"
+             "    return (jax.device_put(x, NamedSharding(mesh, P('data', 'model'))),\n"
+             "            jax.device_put(w, NamedSharding(mesh, P(None, 'model'))))\n"),
         ],
     },
     "06_sharding_devices_holding": {
@@ -97,6 +112,22 @@ VARIANTS = {
              "def devices_holding(x, index):\n"
              "    rows = x.shape[0] // len(x.sharding.device_set)\n"
              "    return {sorted(d.id for d in x.sharding.device_set)[index[0] // rows]}\n"),
+            ("the stop bound included: the first row of the next block counts too",
+             "def devices_holding(x, index):\n"
+             "    held = set()\n"
+             "    for shard in x.addressable_shards:\n"
+             "        bounds = [s.indices(n)[:2] for s, n in zip(shard.index, x.shape)]\n"
+             "        if all(lo <= i <= hi for i, (lo, hi) in zip(index, bounds)):\n"
+             "            held.add(shard.device.id)\n"
+             "    return held\n"),
+            ("only the first dimension looked at: the column split is ignored",
+             "def devices_holding(x, index):\n"
+             "    held = set()\n"
+             "    for shard in x.addressable_shards:\n"
+             "        lo, hi, _ = shard.index[0].indices(x.shape[0])\n"
+             "        if lo <= index[0] < hi:\n"
+             "            held.add(shard.device.id)\n"
+             "    return held\n"),
         ],
     },
     "06_sharding_dense_full_rows": {
@@ -129,6 +160,13 @@ VARIANTS = {
              "    if AxisType.Explicit in jax.sharding.get_abstract_mesh().axis_types:\n"
              "        return jax.sharding.reshard(h, P('model', None))\n"
              "    return jax.lax.with_sharding_constraint(h, P('model', None))\n"),
+            ("constrains the input x, not the result: the output follows w's columns",
+             "def dense_full_rows(x, w):\n"
+             "    if AxisType.Explicit in jax.sharding.get_abstract_mesh().axis_types:\n"
+             "        x = jax.sharding.reshard(x, P('data', None))\n"
+             "    else:\n"
+             "        x = jax.lax.with_sharding_constraint(x, P('data', None))\n"
+             "    return jnp.tanh(x @ w)\n"),
         ],
     },
     "06_sharding_center_columns": {
@@ -158,6 +196,16 @@ VARIANTS = {
              "        total = jax.lax.psum(block.sum(axis=0), 'model')\n"
              "        count = jax.lax.psum(block.shape[0], 'model')\n"
              "        return block - total / count\n"
+             "    return jax.shard_map(body, in_specs=P('data', None), out_specs=P('data', None))(x)\n"),
+            ("the global sums divided by the local row count: the mean is n_devices times too large",
+             "def center_columns(x):\n"
+             "    def body(block):\n"
+             "        return block - jax.lax.psum(block.sum(axis=0), 'data') / block.shape[0]\n"
+             "    return jax.shard_map(body, in_specs=P('data', None), out_specs=P('data', None))(x)\n"),
+            ("one mean of the whole matrix subtracted, not one per column",
+             "def center_columns(x):\n"
+             "    def body(block):\n"
+             "        return block - jax.lax.pmean(block.mean(), 'data')\n"
              "    return jax.shard_map(body, in_specs=P('data', None), out_specs=P('data', None))(x)\n"),
         ],
     },
@@ -196,6 +244,17 @@ VARIANTS = {
              "    y = jax.sharding.reshard(y, P())\n"
              "    grads = jax.grad(mse)(params, x, y)\n"
              "    return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"),
+            ("the learning rate of the notebook's example hard-coded: lr is ignored",
+             "def dp_train_step(params, x, y, lr):\n"
+             "    grads = jax.grad(mse)(params, x, y)\n"
+             "    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)\n"),
+            ("psum of the per-device losses: the gradient of a sum, n_devices times too large",
+             "def dp_train_step(params, x, y, lr):\n"
+             "    def local(params, x, y):\n"
+             "        grads = jax.grad(lambda p: jax.lax.psum(mse(p, x, y), 'data'))(params)\n"
+             "        return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n"
+             "    return jax.shard_map(local, in_specs=(P(), P('data'), P('data')),\n"
+             "                         out_specs=P())(params, x, y)\n"),
         ],
     },
     "06_sharding_collectives_in_hlo": {
@@ -230,6 +289,25 @@ VARIANTS = {
              "def collectives_in_hlo(fn, *args):\n"
              "    text = jax.jit(fn).lower(*args).compile().as_text()\n"
              "    return {c for c in ('all-reduce', 'all-gather') if c in text}\n"),
+            ("misses collective-permute and all-to-all (a roll, a transpose of the layout)",
+             "def collectives_in_hlo(fn, *args):\n"
+             "    text = jax.jit(fn).lower(*args).compile().as_text()\n"
+             "    classes = ['all-reduce', 'all-gather', 'reduce-scatter']\n"
+             "    return {c for c in classes if c + '(' in text}\n"),
+            ("the whole match kept (leading space and parenthesis): not a class name",
+             "import re\n"
+             "\n"
+             "def collectives_in_hlo(fn, *args):\n"
+             "    text = jax.jit(fn).lower(*args).compile().as_text()\n"
+             "    pattern = r'\\s(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)\\('\n"
+             "    return {m.group(0) for m in re.finditer(pattern, text)}\n"),
+            ("a list of every occurrence, with repeats, where a set of classes is asked",
+             "import re\n"
+             "\n"
+             "def collectives_in_hlo(fn, *args):\n"
+             "    text = jax.jit(fn).lower(*args).compile().as_text()\n"
+             "    pattern = r'\\s(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)\\('\n"
+             "    return re.findall(pattern, text)\n"),
         ],
     },
     "06_sharding_megatron_mlp": {

@@ -48,6 +48,12 @@ def cross_entropy(logits, labels):
     picked = jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0]
     return jnp.sum(jax.nn.logsumexp(logits, axis=-1) - picked)
 '''),
+            ("log_softmax over the batch axis (axis=0) instead of the classes",
+             '''def cross_entropy(logits, labels):
+    """Log-probabilities normalised over the wrong axis."""
+    log_probs = jax.nn.log_softmax(logits, axis=0)
+    return -jnp.mean(jnp.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0])
+'''),
         ],
     },
     "07_capstone_per_example_grad_norms": {
@@ -90,6 +96,28 @@ def per_example_grad_norms(loss_fn, params, x, y):
     """Sum over leaves of each leaf's norm."""
     grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(params, x, y)
     return sum(jnp.linalg.norm(g.reshape(g.shape[0], -1), axis=1) for g in jax.tree.leaves(grads))
+'''),
+            ("the gradient with respect to the example (argnums=1), not the parameters",
+             '''def per_example_grad_norms(loss_fn, params, x, y):
+    """Norm of d loss / d xi."""
+    grads = jax.vmap(jax.grad(loss_fn, argnums=1), in_axes=(None, 0, 0))(params, x, y)
+    return jnp.linalg.norm(grads, axis=-1)
+'''),
+            ("only the first leaf of the gradient counted (the biases or the first weights)",
+             '''def per_example_grad_norms(loss_fn, params, x, y):
+    """Norm of the first leaf only."""
+    grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(params, x, y)
+    g = jax.tree.leaves(grads)[0]
+    return jnp.linalg.norm(g.reshape(g.shape[0], -1), axis=1)
+'''),
+            ("a Python loop over the examples: right values, one gradient program per example",
+             '''def per_example_grad_norms(loss_fn, params, x, y):
+    """One jax.grad per example, stacked."""
+    out = []
+    for i in range(x.shape[0]):
+        g = jax.grad(loss_fn)(params, x[i], y[i])
+        out.append(jnp.sqrt(sum(jnp.sum(l ** 2) for l in jax.tree.leaves(g))))
+    return jnp.stack(out)
 '''),
         ],
     },
@@ -144,6 +172,12 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
     """SGD, warmup-cosine schedule."""
     return optax.sgd(optax.warmup_cosine_decay_schedule(0.0, peak_lr, warmup_steps,
                                                          total_steps, 0.0))
+'''),
+            ("AdamW (weight decay 1e-4 by default) instead of Adam: the update depends on params",
+             '''def make_optimizer(peak_lr, warmup_steps, total_steps):
+    """AdamW, warmup-cosine schedule."""
+    return optax.adamw(optax.warmup_cosine_decay_schedule(0.0, peak_lr, warmup_steps,
+                                                           total_steps, 0.0))
 '''),
         ],
     },
@@ -383,6 +417,25 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
         x, y = jax.device_get(jax.device_put((x, y), batch))
         params, opt_state = jax.device_put((params, opt_state), replicated)
         return train_step(params, opt_state, jnp.asarray(x), jnp.asarray(y))
+    return dp_step
+'''),
+            ("only x is split: the labels y stay on one device",
+             '''def make_data_parallel_step(train_step, mesh):
+    """Shards the inputs, forgets the labels."""
+    def dp_step(params, opt_state, x, y):
+        x = jax.device_put(x, NamedSharding(mesh, P("data")))
+        params, opt_state = jax.device_put((params, opt_state), NamedSharding(mesh, P()))
+        return train_step(params, opt_state, x, y)
+    return dp_step
+'''),
+            ("builds its own mesh over every device instead of using the mesh it was given",
+             '''def make_data_parallel_step(train_step, mesh):
+    """A fresh mesh over jax.devices()."""
+    own = jax.make_mesh((jax.device_count(),), ("data",))
+    def dp_step(params, opt_state, x, y):
+        x, y = jax.device_put((x, y), NamedSharding(own, P("data")))
+        params, opt_state = jax.device_put((params, opt_state), NamedSharding(own, P()))
+        return train_step(params, opt_state, x, y)
     return dp_step
 '''),
         ],
