@@ -76,6 +76,10 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
 JUDGE_CHUNK = 24
 
 
+def _candidate_of(key: str) -> str:
+    return "#".join(key.split("#")[:2])  # gid#k#label -> gid#k
+
+
 def judge_chunks(programs: dict, size: int = JUDGE_CHUNK) -> list[dict]:
     """``programs`` (keys ``gid#k#label``) in runs of at most ``size`` programs, each
     candidate's programs in one run (a candidate with more gets a run of its own).
@@ -87,7 +91,7 @@ def judge_chunks(programs: dict, size: int = JUDGE_CHUNK) -> list[dict]:
     current: dict = {}
     candidate = None
     for key, value in programs.items():
-        owner = "#".join(key.split("#")[:2])
+        owner = _candidate_of(key)
         if owner != candidate and len(current) >= size:
             chunks.append(current)
             current = {}
@@ -96,21 +100,6 @@ def judge_chunks(programs: dict, size: int = JUDGE_CHUNK) -> list[dict]:
     if current:
         chunks.append(current)
     return chunks
-
-
-def _judge_split(programs: dict, limits, cache) -> dict:
-    """The program judge on ``programs``; when the run as a whole fails (a timeout, a
-    crash), each half of its candidates again, down to one candidate: a slow program
-    costs only its own candidate."""
-    derived = _programs.judge(programs, limits, cache=cache)
-    owners = list(dict.fromkeys("#".join(k.split("#")[:2]) for k in programs))
-    failed = all(getattr(o, "error_type", None) == "ProgramJudge" for o in derived.values())
-    if not failed or len(owners) < 2:
-        return derived
-    half = set(owners[:len(owners) // 2])
-    first = {k: v for k, v in programs.items() if "#".join(k.split("#")[:2]) in half}
-    rest = {k: v for k, v in programs.items() if k not in first}
-    return {**_judge_split(first, limits, cache), **_judge_split(rest, limits, cache)}
 
 
 def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
@@ -161,7 +150,8 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
     derived_all = {}
     for chunk in judge_chunks(programs):
-        derived_all.update(_judge_split(chunk, limits, cache))
+        derived_all.update(_programs.judge_split(chunk, limits, cache=cache,
+                                                 owner=_candidate_of))
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()

@@ -85,3 +85,30 @@ def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
             "error", error_type="ProgramJudge",
             error=f"the grader could not judge this program ({reason})"))
     return derived
+
+
+def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
+                owner=lambda key: key) -> dict[str, _wire.Observation]:
+    """:func:`judge`, and when its run fails as a whole (a timeout, a crash: every
+    program gets the judge's error), each half of the owners' programs again, down to one
+    owner: a slow or crashing program costs only its owner's checks, not every program
+    judged beside it. ``owner(key)`` groups the programs that must stay together (one
+    candidate's programs in the mutation harness; each program on its own by default).
+    """
+    derived = judge(programs, limits, cache=cache)
+    owners = list(dict.fromkeys(owner(k) for k in programs))
+    failed = all(getattr(o, "error_type", None) == "ProgramJudge" for o in derived.values())
+    if not failed or len(owners) < 2:
+        return derived
+    half = set(owners[:len(owners) // 2])
+    first = {k: v for k, v in programs.items() if owner(k) in half}
+    rest = {k: v for k, v in programs.items() if k not in first}
+    return {**judge_split(first, limits, cache=cache, owner=owner),
+            **judge_split(rest, limits, cache=cache, owner=owner)}
+
+
+def judge_failures(derived: dict[str, _wire.Observation]) -> list[str]:
+    """The judge's own failures among ``derived``: ``["key: reason", ...]``."""
+    return [f"{key}: {obs.error}" for key, obs in derived.items()
+            if getattr(obs, "error_type", None) == "ProgramJudge"]
+

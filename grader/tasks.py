@@ -84,7 +84,15 @@ def grade_task(job: Job) -> dict:
                                      text_limit=job.text_limit, seed=job.seed)
         bundle["seed"] = job.seed
         student = _runner.decode_all(bundle["files"], tests)
-        derived = _programs.judge(_programs.to_judge(student, reference), limits, cache=cache)
+        derived = _programs.judge_split(_programs.to_judge(student, reference), limits,
+                                        cache=cache)
+        # The judge itself failed (a program that compiles past the limit, a crash): the
+        # checks on those programs fail, and the submission is listed for attention, as
+        # a cell that timed out is, never graded quietly.
+        failures = _programs.judge_failures(derived)
+        if failures:
+            bundle["incidents"].append({"reason": "program_judge", "cell": None,
+                                        "detail": "; ".join(failures)[:500]})
         bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
                                                   reference_derived=reference_derived,
                                                   held=held)

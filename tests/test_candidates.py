@@ -1,33 +1,52 @@
-"""The candidates' programs are judged in runs small enough for the judge's cell timeout,
-and a run that fails as a whole is split until only the candidate that failed it fails."""
+"""The program judge's runs: small enough for its cell timeout, and a run that fails as a
+whole is split until only the owner of the program that failed it fails."""
 from types import SimpleNamespace
 
-from grader import candidates
+import pytest
+
+from grader import candidates, programs
 
 
 def test_judge_chunks_keep_each_candidate_in_one_run():
-    programs = {f"gid#{k}#p{i}": (k, i) for k in range(5) for i in range(2)}
-    chunks = candidates.judge_chunks(programs, size=3)
+    todo = {f"gid#{k}#p{i}": (k, i) for k in range(5) for i in range(2)}
+    chunks = candidates.judge_chunks(todo, size=3)
     assert [len(c) for c in chunks] == [4, 4, 2]
     for chunk in chunks:
         owners = {key.rsplit("#", 1)[0] for key in chunk}
         assert all(sum(key.startswith(o + "#") for key in chunk) == 2 for o in owners)
-    assert {k: v for c in chunks for k, v in c.items()} == programs
+    assert {k: v for c in chunks for k, v in c.items()} == todo
 
 
-def test_a_failed_run_is_split_down_to_the_candidate_that_failed_it(monkeypatch):
-    runs = []
+@pytest.fixture
+def runs(monkeypatch):
+    seen = []
 
     def judge(chunk, limits, *, cache=None):
-        runs.append(sorted(chunk))
+        seen.append(sorted(chunk))
         if any(v == "slow" for v in chunk.values()):  # the whole run times out
-            return {k: SimpleNamespace(error_type="ProgramJudge") for k in chunk}
+            return {k: SimpleNamespace(error_type="ProgramJudge", error="timeout")
+                    for k in chunk}
         return {k: f"derived {v}" for k, v in chunk.items()}
 
-    monkeypatch.setattr(candidates._programs, "judge", judge)
-    programs = {"g#0#a": "x", "g#1#a": "y", "g#2#a": "slow", "g#3#a": "z"}
-    out = candidates._judge_split(programs, "limits", "cache")
-    assert out["g#0#a"] == "derived x" and out["g#1#a"] == "derived y"
-    assert out["g#3#a"] == "derived z"
-    assert out["g#2#a"].error_type == "ProgramJudge"
-    assert runs[0] == sorted(programs) and ["g#2#a"] in runs
+    monkeypatch.setattr(programs, "judge", judge)
+    return seen
+
+
+def test_a_failed_run_is_split_down_to_the_candidate_that_failed_it(runs):
+    todo = {"g#0#a": "x", "g#0#b": "w", "g#1#a": "y", "g#2#a": "slow", "g#2#b": "v",
+            "g#3#a": "z"}
+    out = programs.judge_split(todo, "limits", cache="cache", owner=candidates._candidate_of)
+    assert {k: out[k] for k in ("g#0#a", "g#0#b", "g#1#a", "g#3#a")} == {
+        "g#0#a": "derived x", "g#0#b": "derived w", "g#1#a": "derived y",
+        "g#3#a": "derived z"}
+    # The slow program's candidate fails as a whole (its programs ran together).
+    assert out["g#2#a"].error_type == out["g#2#b"].error_type == "ProgramJudge"
+    assert runs[0] == sorted(todo) and ["g#2#a", "g#2#b"] in runs
+    assert programs.judge_failures(out) == ["g#2#a: timeout", "g#2#b: timeout"]
+
+
+def test_one_submissions_programs_are_split_one_by_one(runs):
+    todo = {"test_a/0": "x", "test_b/0": "slow", "test_b/1": "y"}
+    out = programs.judge_split(todo, "limits")
+    assert out["test_a/0"] == "derived x" and out["test_b/1"] == "derived y"
+    assert programs.judge_failures(out) == ["test_b/0: timeout"]
