@@ -79,6 +79,10 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Programs per run of the program judge (see grade).
+JUDGE_CHUNK = 24
+
+
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
           reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
           kernel_too: dict[str, set[int]] | None = None) -> dict[tuple[str, int], Result]:
@@ -116,7 +120,14 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     for (gid, k), cell in cells.items():
         for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
-    derived_all = _programs.judge(programs, limits, cache=cache)
+    # The program judge derives its programs in one cell, under the cell timeout; a
+    # module's candidates can hold hundreds (interpret-mode Pallas kernels compile in
+    # about half a second each), so they are judged a chunk at a time.
+    derived_all: dict = {}
+    keys = list(programs)
+    for start in range(0, len(keys), JUDGE_CHUNK):
+        chunk = {key: programs[key] for key in keys[start:start + JUDGE_CHUNK]}
+        derived_all.update(_programs.judge(chunk, limits, cache=cache))
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()
