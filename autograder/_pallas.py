@@ -182,6 +182,9 @@ def _explain_export_error(observed, label: str, section: str | None) -> str | No
     function not implemented yet, or not a function)."""
     if observed.not_implemented or observed.error_type == "NotAFunction":
         return None
+    if observed.error_type == "ProgramJudge":  # the grader's failure, not an export error
+        return format_failure(f"the grader could not judge the program of {label}",
+                              got=observed.error, section=section)
     text = observed.error or ""
     first = text.splitlines()[0] if text else ""
     if any(target in text for target in KERNEL_CALLS):

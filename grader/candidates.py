@@ -111,6 +111,7 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
+
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
           reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
           kernel_too: dict[str, set[int]] | None = None) -> dict[tuple[str, int], Result]:

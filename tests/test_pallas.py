@@ -492,6 +492,11 @@ def test_explain_a_compiled_kernel_that_cannot_be_exported():
                           "cannot read")
     assert "expected: a kernel run in interpret mode (interpret=True), as on a CPU" in msg
     assert "fix: run the test on a CPU, or with INTERPRET = True" in msg
+    judge = _wire.Observation("error", error_type="ProgramJudge",
+                              error="the grader could not judge this program (timeout)")
+    msg = explain_kernel_check(judge, None, label="silu(x, 8)", rules={})
+    assert msg.startswith("the grader could not judge the program of silu(x, 8)")
+    assert "exporting" not in msg and "(timeout)" in msg
     # Not implemented, or not a function: the generic message (None here).
     assert explain_kernel_check(_wire.observe_error(NotImplementedError()), None,
                                 label="silu(x, 8)", rules={}) is None
