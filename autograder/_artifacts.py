@@ -16,7 +16,8 @@ Facts a program gives (``facts`` of the derived observation, one dict per progra
 ``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
 ``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
 ``stablehlo.while``, None where the loop stops on a computed condition),
-``manual_ops`` (op counts inside ``jax.shard_map`` bodies), and with ``compile=True``
+``manual_ops`` (op counts inside ``jax.shard_map`` bodies), ``largest_array`` (the
+largest tensor type and its element count), and with ``compile=True``
 the optimized HLO's ``collectives`` (classes present, :data:`COLLECTIVES`), ``hlo_ops``
 and ``temp_bytes`` (``memory_analysis``). A program exported for several devices is
 placed on a mesh of the judge's devices with the names, sizes and axis types it was
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from autograder import _wire
+from autograder._array_sizes import largest_array
 from autograder._while_trips import while_trip_counts
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
@@ -151,7 +153,7 @@ def static_facts(text: str) -> dict:
     return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
-            "while_trips": while_trip_counts(text)}
+            "while_trips": while_trip_counts(text), "largest_array": largest_array(text)}
 
 
 def _manual_ops(text: str) -> dict:
