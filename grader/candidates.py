@@ -79,6 +79,22 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Programs per program-judge run: the judge derives them all in one cell, under the
+# grader's cell timeout, and a module's candidates can hold hundreds of programs (08's
+# compile every gradient for its memory), far more than one submission does.
+JUDGE_BATCH = 12
+
+
+def judge_in_batches(programs: dict, limits, *, cache=None, size: int = JUDGE_BATCH) -> dict:
+    """:func:`grader.programs.judge` on ``programs``, ``size`` at a time."""
+    keys = list(programs)
+    derived: dict = {}
+    for start in range(0, len(keys), size):
+        batch = {k: programs[k] for k in keys[start:start + size]}
+        derived.update(_programs.judge(batch, limits, cache=cache))
+    return derived
+
+
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
           reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
           kernel_too: dict[str, set[int]] | None = None) -> dict[tuple[str, int], Result]:
@@ -116,7 +132,7 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     for (gid, k), cell in cells.items():
         for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
-    derived_all = _programs.judge(programs, limits, cache=cache)
+    derived_all = judge_in_batches(programs, limits, cache=cache)
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()
