@@ -113,18 +113,19 @@ from autograder._donation import collect_donated_inputs
 from autograder._donation import explain_donated_inputs
 # --- 08_autodiff checks ---
 from autograder._autodiff import assert_arrays_at_most
-from autograder._autodiff import assert_memory_reduced
-from autograder._autodiff import assert_node
 from autograder._autodiff import assert_saved_residuals
 from autograder._autodiff import collect_array_sizes
-from autograder._autodiff import collect_memory
-from autograder._autodiff import collect_node
 from autograder._autodiff import collect_saved_residuals
 from autograder._autodiff import explain_array_sizes
-from autograder._autodiff import explain_memory_reduction
-from autograder._autodiff import explain_node
 from autograder._autodiff import explain_saved_residuals
 from autograder._autodiff import export_residuals
+from autograder._autodiff import residuals_of
+from autograder._autodiff_memory import assert_memory_reduced
+from autograder._autodiff_memory import collect_memory
+from autograder._autodiff_memory import explain_memory_reduction
+from autograder._pytree_node import assert_node
+from autograder._pytree_node import collect_node
+from autograder._pytree_node import explain_node
 # --- 09_debugging checks ---
 from autograder._checkify import assert_checkify_errors
 from autograder._checkify import collect_checkify_errors

@@ -18,7 +18,8 @@ those read from its text alone are computed in :mod:`autograder._program_text`):
 ``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
 ``stablehlo.while``, None where the loop stops on a computed condition), ``dots``
 (``[lhs, rhs, result]`` element types of each ``dot_general``),
-``manual_ops`` (op counts inside ``jax.shard_map`` bodies), with ``pallas_facts=True``
+``manual_ops`` (op counts inside ``jax.shard_map`` bodies), ``largest_array`` (the
+largest tensor type and its element count), with ``pallas_facts=True``
 ``pallas`` (the Pallas kernels: :func:`autograder._pallas_program.collect_kernel_facts`),
 and with ``compile=True``
 the optimized HLO's ``collectives`` (classes present, :data:`COLLECTIVES`), ``hlo_ops``

@@ -1,32 +1,41 @@
 """Facts about differentiated programs, derived from exported programs (08_autodiff).
 
-Each check has three parts, so that the student's kernel and the trusted grader
-share one judgement and one message:
+Every check here is a :class:`autograder._check.Check`: ``observe`` exports the
+student's function with ``jax.export`` (:func:`autograder._artifacts.programs_of`), the
+facts are derived from the serialized program (in the kernel in place; when grading, in
+the program judge's sandbox, which runs no student code), and a registered ``explain``
+turns plain facts into the teaching message.
 
-- ``export_*`` runs the student's function once, under ``jax.jit``, and returns a
-  ``jax.export.Exported``: serialized StableHLO that no longer holds student Python;
-- ``collect_*`` takes that program (an ``Exported`` or its serialized bytes) and
-  returns plain data: array sizes, the shapes of saved residuals, compiled memory;
-- ``explain_*`` is pure: it compares plain data and returns the teaching message
-  (or ``None``); it works on data that went through JSON.
+Facts from exported programs (derived outside the student's process):
 
-``assert_*`` chains the three. Memory is read from ``compiled.memory_analysis()`` of
-the exported program compiled on its own (never from wall-clock time), and only as a
-ratio to a baseline compiled the same way on the same backend.
+- ``autodiff_array_sizes`` (:func:`assert_arrays_at_most`): the largest tensor type of
+  the program (``largest_array``), i.e. whether a Jacobian or Hessian was formed; the
+  program is tied to the graded function by its values on the grader's inputs;
+- ``autodiff_saved_residuals`` (:func:`assert_saved_residuals`): the output avals of the
+  program ``args -> leaves of jax.vjp(fn, *args)[1]``, i.e. what reverse mode keeps;
+- ``autodiff_memory`` (:mod:`autograder._autodiff_memory`): ``temp_bytes`` of the
+  program compiled on its own, against a baseline compiled the same way.
+
+In-process facts (:mod:`autograder._pytree_node`): ``autodiff_node`` reads the class
+name and attributes of an object the student's code built. A pytree node's class is a
+Python object that no exported program carries (a program's outputs are flat arrays),
+so these stay facts of the student's process, recorded as plain JSON data.
+
+The ``collect_*``/``explain_*`` helpers on plain data stay public for notebooks and tests.
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from autograder._feedback import CheckFailure, call_signature, describe_value, format_failure
-from autograder._numeric import call_student, collect_tree_mismatches
-
-# A ranked tensor type in StableHLO text: tensor<4x400xf32>, tensor<f32>, tensor<3xi1>.
-_TENSOR = re.compile(r"tensor<((?:\d+x)*)([a-z][a-z0-9]*)>")
+from autograder._array_sizes import largest_array
+from autograder._artifacts import explain_program, program_facts, program_sides, programs_of
+from autograder._check import Check, explainer, run
+from autograder._feedback import call_signature, format_failure
+from autograder._numeric import call_student
 
 
 # ---------------------------------------------------------------- exporting
@@ -52,22 +61,26 @@ def export_program(fn: Callable, args: Sequence = (), *, name: str | None = None
     return exported
 
 
-def export_residuals(fn: Callable, args: Sequence = (), *, name: str | None = None,
-                     section: str | None = None):
-    """Exports the forward half of reverse mode: ``args -> residuals of jax.vjp(fn)``.
+def residuals_of(fn: Callable) -> Callable:
+    """``args -> the leaves of jax.vjp(fn, *args)[1]``: what reverse mode keeps.
 
-    The outputs of this program are exactly the arrays that ``jax.vjp(fn, *args)``
-    keeps for the backward pass (the leaves of the returned VJP function), so their
-    shapes are a fact of the exported program.
+    The outputs of this function are exactly the arrays the VJP function holds for the
+    backward pass, so their shapes are a fact of its exported program.
     """
-    __tracebackhide__ = True
     import jax
 
     def residuals(*a):
         return jax.tree.leaves(jax.vjp(fn, *a)[1])
 
     residuals.__name__ = f"residuals of {getattr(fn, '__name__', 'fn')}"
-    return export_program(residuals, args, name=name or f"the residuals of "
+    return residuals
+
+
+def export_residuals(fn: Callable, args: Sequence = (), *, name: str | None = None,
+                     section: str | None = None):
+    """Exports the forward half of reverse mode (:func:`residuals_of`)."""
+    __tracebackhide__ = True
+    return export_program(residuals_of(fn), args, name=name or f"the residuals of "
                           f"{call_signature(fn, args)}", section=section)
 
 
@@ -101,14 +114,9 @@ def collect_array_sizes(program) -> dict:
     >>> facts["largest_elements"], facts["largest_type"]
     (25, 'tensor<5x5xf32>')
     """
-    largest, largest_type, count = 0, "", 0
-    for match in _TENSOR.finditer(_text(program)):
-        dims = [int(d) for d in match.group(1).split("x") if d]
-        n = math.prod(dims)
-        count += 1
-        if n > largest:
-            largest, largest_type = n, match.group(0)
-    return {"largest_elements": int(largest), "largest_type": largest_type, "arrays": count}
+    facts = largest_array(_text(program))
+    return {"largest_elements": facts["elements"], "largest_type": facts["type"],
+            "arrays": facts["arrays"]}
 
 
 def explain_array_sizes(observed: dict, *, at_most: int, name: str, what: str,
@@ -147,7 +155,8 @@ def assert_arrays_at_most(fn: Callable, args: Sequence, at_most: int, *, what: s
 
     This is how "without forming the Jacobian (or Hessian)" is checked: a Jacobian
     built by ``jacfwd``/``jacrev`` needs an identity matrix and a batch of tangents
-    (or cotangents) the size of the matrix; products with a vector do not.
+    (or cotangents) the size of the matrix; products with a vector do not. The fact
+    (``largest_array``) is derived from the exported program.
 
     Args:
       fn: the function to export (with ``jax.jit``) for ``args``.
@@ -163,11 +172,25 @@ def assert_arrays_at_most(fn: Callable, args: Sequence, at_most: int, *, what: s
     """
     __tracebackhide__ = True
     label = name or call_signature(fn, args)
-    program = export_program(fn, args, name=label, section=section)
-    message = explain_array_sizes(collect_array_sizes(program), at_most=at_most, name=label,
-                                  what=what, section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
+    observe, expect = program_sides(lambda: programs_of((fn, tuple(args), None)))
+    run(Check("autodiff_array_sizes", label, observe=observe, expect=expect,
+              observe_as="artifact", expect_as="artifact",
+              params=dict(at_most=int(at_most), what=what, section=section, hint=hint,
+                          fix=fix)))
+
+
+@explainer("autodiff_array_sizes")
+def _explain_array_sizes_check(observed, expected, *, label: str, at_most: int, what: str,
+                               section: str | None = None, hint: str | None = None,
+                               fix: str | None = None, **_ignored) -> str | None:
+    problem = explain_program(observed, expected, label=label, section=section)
+    if problem:
+        return problem
+    largest = program_facts(observed)[0].get("largest_array") or {}
+    return explain_array_sizes({"largest_elements": largest.get("elements", 0),
+                                "largest_type": largest.get("type", "")},
+                               at_most=at_most, name=label, what=what, section=section,
+                               hint=hint, fix=fix)
 
 
 # ---------------------------------------------------------------- saved residuals
@@ -181,12 +204,29 @@ def collect_saved_residuals(program) -> list[dict]:
     >>> collect_saved_residuals(prog)
     [{'shape': [3], 'dtype': 'float32', 'bytes': 12}]
     """
+    return [_residual(aval.dtype, aval.shape) for aval in _exported(program).out_avals]
+
+
+def _residual(dtype, shape) -> dict:
+    shape = [int(d) for d in shape]
+    dtype = np.dtype(dtype)
+    return {"shape": shape, "dtype": str(dtype), "bytes": int(math.prod(shape) * dtype.itemsize)}
+
+
+_AVAL = re.compile(r"^~?([a-z]+[0-9]*)\[([0-9, ]*)\]")
+
+
+def residuals_from_avals(avals: Sequence[str]) -> list[dict]:
+    """:func:`collect_saved_residuals` from a program's ``out_avals`` facts (text).
+
+    >>> residuals_from_avals(["float32[5,4,3]", "~float32[]"])
+    [{'shape': [5, 4, 3], 'dtype': 'float32', 'bytes': 240}, {'shape': [], 'dtype': 'float32', 'bytes': 4}]
+    """
     out = []
-    for aval in _exported(program).out_avals:
-        shape = [int(d) for d in aval.shape]
-        dtype = np.dtype(aval.dtype)
-        out.append({"shape": shape, "dtype": str(dtype),
-                    "bytes": int(math.prod(shape) * dtype.itemsize)})
+    for aval in avals:
+        m = _AVAL.match(str(aval))
+        if m:
+            out.append(_residual(m.group(1), [d for d in m.group(2).split(",") if d.strip()]))
     return out
 
 
@@ -243,7 +283,9 @@ def assert_saved_residuals(fn: Callable, reference: Callable, args: Sequence, *,
                            fix: str | None = None) -> None:
     """Asserts that reverse mode saves as many arrays of each of ``shapes`` as the reference.
 
-    Both sides are facts of exported programs (:func:`export_residuals`).
+    Both sides are exported programs (:func:`residuals_of`); the residual counts are
+    read from their output avals. Their values are not compared (a correct answer may
+    keep its residuals in another order); the value checks of the exercise judge those.
 
     >>> import jax, jax.numpy as jnp
     >>> def f(x):
@@ -252,208 +294,28 @@ def assert_saved_residuals(fn: Callable, reference: Callable, args: Sequence, *,
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", "fn")
-    expected = collect_saved_residuals(export_residuals(reference, args))
-    observed = collect_saved_residuals(export_residuals(fn, args, section=section))
-    message = explain_saved_residuals(observed, expected, shapes=shapes, name=label,
-                                      section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
+    args = tuple(args)
+    run(Check("autodiff_saved_residuals", label,
+              observe=lambda: programs_of((residuals_of(fn), args, None)),
+              expect=lambda: programs_of((residuals_of(reference), args, None)),
+              observe_as="artifact", expect_as="artifact",
+              params=dict(shapes=[[int(d) for d in s] for s in shapes], run=False,
+                          section=section, hint=hint, fix=fix)))
 
 
-# ---------------------------------------------------------------- compiled memory
-
-
-def collect_memory(program) -> dict:
-    """Compiles an exported program on its own and reads ``memory_analysis()``.
-
-    Returns ``{"temp_bytes", "argument_bytes", "output_bytes", "platform"}`` (``None``
-    for sizes the backend does not report).
-
-    >>> import jax, jax.numpy as jnp
-    >>> prog = jax.export.export(jax.jit(lambda x: jnp.sin(x) @ x))(jnp.ones((8, 8)))
-    >>> collect_memory(prog)["argument_bytes"]
-    256
-    """
-    import jax
-
-    exp = _exported(program)
-    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in exp.in_avals]
-    args, kwargs = jax.tree.unflatten(exp.in_tree, specs)
-    compiled = jax.jit(exp.call).lower(*args, **kwargs).compile()
-    stats = compiled.memory_analysis()
-
-    def size(attr):
-        value = getattr(stats, attr, None) if stats is not None else None
-        return None if value is None else int(value)
-
-    return {"temp_bytes": size("temp_size_in_bytes"),
-            "argument_bytes": size("argument_size_in_bytes"),
-            "output_bytes": size("output_size_in_bytes"),
-            "platform": jax.default_backend()}
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.2f} MiB" if n >= 2**16 else f"{n} bytes"
-
-
-def explain_memory_reduction(observed: dict, baseline: dict, *, factor: float, name: str,
-                             baseline_name: str, section: str | None = None,
-                             hint: str | None = None, fix: str | None = None) -> str | None:
-    """The message when ``observed`` temporary memory is not ``factor`` x below ``baseline``.
-
-    >>> base = {"temp_bytes": 4_000_000}
-    >>> explain_memory_reduction({"temp_bytes": 500_000}, base, factor=4, name="a",
-    ...                          baseline_name="b") is None
-    True
-    >>> print(explain_memory_reduction({"temp_bytes": 3_900_000}, base, factor=4,
-    ...                                name="jax.grad(remat_loss)",
-    ...                                baseline_name="jax.grad(stack_loss)"))
-    the compiled jax.grad(remat_loss) needs too much temporary memory
-      expected: at most 1/4 of jax.grad(stack_loss)'s 3.81 MiB, i.e. 0.95 MiB
-      got:      3.72 MiB (1.03x less than without checkpointing)
-      likely cause: every layer's activations are still kept for the backward pass: the checkpoint is missing, wraps the whole loss (which recomputes everything and then saves it all again), or sits inside an unrolled Python loop that XLA is free to reschedule
-      fix: checkpoint the body of the lax.scan over layers: lax.scan(jax.checkpoint(block), h, params)
-    """
-    temp, base = observed.get("temp_bytes"), baseline.get("temp_bytes")
-    if temp is None or base is None:
-        return format_failure(
-            f"the memory of the compiled {name} cannot be measured on this backend",
-            expected="compiled.memory_analysis() with temp_size_in_bytes",
-            got=f"{temp!r} (and {base!r} for {baseline_name})", section=section)
-    limit = base / factor
-    if temp <= limit:
-        return None
-    ratio = base / temp if temp else float("inf")
-    return format_failure(
-        f"the compiled {name} needs too much temporary memory",
-        expected=f"at most 1/{factor:g} of {baseline_name}'s {_mib(base)}, i.e. {_mib(int(limit))}",
-        got=f"{_mib(temp)} ({ratio:.2f}x less than without checkpointing)",
-        cause=hint or "every layer's activations are still kept for the backward pass: the "
-                      "checkpoint is missing, wraps the whole loss (which recomputes "
-                      "everything and then saves it all again), or sits inside an unrolled "
-                      "Python loop that XLA is free to reschedule",
-        fix=fix or "checkpoint the body of the lax.scan over layers: "
-                   "lax.scan(jax.checkpoint(block), h, params)",
-        section=section)
-
-
-def assert_memory_reduced(fn: Callable, baseline: Callable, args: Sequence, *, factor: float,
-                          name: str | None = None, baseline_name: str | None = None,
-                          section: str | None = None, hint: str | None = None,
-                          fix: str | None = None) -> None:
-    """Asserts that the compiled ``fn`` needs ``factor`` x less temporary memory than ``baseline``.
-
-    Both are exported (``jax.export``) and compiled on their own for the same
-    arguments; ``fn`` is usually ``jax.grad`` of the student's checkpointed loss and
-    ``baseline`` the gradient of the same loss without checkpointing.
-    """
-    __tracebackhide__ = True
-    label = name or getattr(fn, "__name__", "fn")
-    base_label = baseline_name or getattr(baseline, "__name__", "the baseline")
-    base_facts = collect_memory(export_program(baseline, args))
-    facts = collect_memory(export_program(fn, args, name=label, section=section))
-    message = explain_memory_reduction(facts, base_facts, factor=factor, name=label,
-                                       baseline_name=base_label, section=section, hint=hint,
-                                       fix=fix)
-    if message:
-        raise CheckFailure(message, rung="structure")
-
-
-# ---------------------------------------------------------------- pytree nodes
-
-
-def _plain(value: Any):
-    if isinstance(value, (str, bool, int, float, type(None))):
-        return value
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return np.asarray(value)
-    return {"unsupported": describe_value(value)}
-
-
-def collect_node(obj: Any, fields: Sequence[str]) -> dict:
-    """The class name of ``obj`` and the named attributes, as plain data.
-
-    >>> import dataclasses
-    >>> @dataclasses.dataclass
-    ... class Point:
-    ...     x: float
-    ...     label: str
-    >>> collect_node(Point(1.5, "a"), ["x", "label"])
-    {'type': 'Point', 'fields': {'x': 1.5, 'label': 'a'}}
-    """
-    missing = {"missing": True}
-    return {"type": type(obj).__name__,
-            "fields": {f: _plain(getattr(obj, f)) if hasattr(obj, f) else missing
-                       for f in fields}}
-
-
-def explain_node(observed: dict, expected: dict, *, name: str, rtol: float = 1e-5,
-                 atol: float = 1e-6, section: str | None = None, hint: str | None = None,
-                 fix: str | None = None) -> str | None:
-    """Compares a :func:`collect_node` record with the expected one: type, then each field.
-
-    >>> print(explain_node({"type": "dict", "fields": {}}, {"type": "Linear", "fields": {}},
-    ...                    name="jax.grad(loss)(layer, x)"))
-    jax.grad(loss)(layer, x) is not a Linear
-      expected: an instance of Linear
-      got:      dict
-      likely cause: the class is not registered as a pytree node, or its unflatten function builds another type
-      fix: register it with jax.tree_util.register_dataclass (or register_pytree_node with an unflatten that calls the class)
-    """
-    if observed["type"] != expected["type"]:
-        return format_failure(
-            f"{name} is not a {expected['type']}", expected=f"an instance of {expected['type']}",
-            got=observed["type"],
-            cause=hint or "the class is not registered as a pytree node, or its unflatten "
-                          "function builds another type",
-            fix=fix or "register it with jax.tree_util.register_dataclass (or "
-                       "register_pytree_node with an unflatten that calls the class)",
-            section=section)
-    problems = []
-    for field, want in expected["fields"].items():
-        got = observed["fields"].get(field, {"missing": True})
-        if isinstance(got, dict) and got.get("missing"):
-            problems.append(f".{field}: missing")
-        elif isinstance(want, (np.ndarray, list)) or isinstance(got, (np.ndarray, list)):
-            # Arrays (lists after JSON) on either side: compare as arrays.
-            if isinstance(got, (str, dict, type(None))) or isinstance(want, (str, dict, type(None))):
-                problems.append(f".{field}: expected {describe_value(want)}, got "
-                                f"{describe_value(got) if not isinstance(got, dict) else got}")
-                continue
-            for _, _, text in collect_tree_mismatches(np.asarray(got), np.asarray(want),
-                                                      rtol=rtol, atol=atol):
-                problems.append(f".{field}: {text}")
-        elif got != want:
-            problems.append(f".{field}: expected {want!r}, got {got!r}")
-    if not problems:
-        return None
-    return format_failure(
-        f"{name} has wrong fields", details=problems,
-        cause=hint or "a metadata field was lost or became a leaf, or the fields were "
-                      "rebuilt in another order",
-        fix=fix or "flatten the data fields in their declared order and keep the metadata "
-                   "fields in the auxiliary data",
-        section=section)
-
-
-def assert_node(obj: Any, expected_type: str, fields: dict, *, name: str = "result",
-                rtol: float = 1e-5, atol: float = 1e-6, section: str | None = None,
-                hint: str | None = None, fix: str | None = None) -> None:
-    """Asserts that ``obj`` is an instance of a class named ``expected_type`` with ``fields``.
-
-    ``fields`` maps attribute names to expected values: arrays are compared with
-    tolerances, strings and numbers exactly.
-
-    >>> import dataclasses, jax.numpy as jnp
-    >>> @dataclasses.dataclass
-    ... class Linear:
-    ...     w: object
-    ...     activation: str
-    >>> assert_node(Linear(jnp.ones(2), "tanh"), "Linear", {"w": jnp.ones(2), "activation": "tanh"})
-    """
-    __tracebackhide__ = True
-    expected = {"type": expected_type, "fields": {k: _plain(v) for k, v in fields.items()}}
-    message = explain_node(collect_node(obj, list(fields)), expected, name=name, rtol=rtol,
-                           atol=atol, section=section, hint=hint, fix=fix)
-    if message:
-        raise CheckFailure(message, rung="values")
+@explainer("autodiff_saved_residuals")
+def _explain_saved_residuals_check(observed, expected, *, label: str, shapes: list,
+                                   section: str | None = None, hint: str | None = None,
+                                   fix: str | None = None, **_ignored) -> str | None:
+    problem = explain_program(observed, None, label=f"the residuals of {label}",
+                              section=section)
+    if problem:
+        return problem
+    theirs = program_facts(expected)
+    if not theirs:
+        return format_failure(f"the grader has no reference residuals for {label}",
+                              section=section)
+    return explain_saved_residuals(
+        residuals_from_avals(program_facts(observed)[0].get("out_avals", [])),
+        residuals_from_avals(theirs[0].get("out_avals", [])),
+        shapes=shapes, name=label, section=section, hint=hint, fix=fix)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from autograder._array_sizes import largest_array
 from autograder._while_trips import while_trip_counts
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
@@ -53,7 +54,8 @@ def static_facts(text: str) -> dict:
     return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
-            "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200]}
+            "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
+            "largest_array": largest_array(text)}
 
 
 def _manual_ops(text: str) -> dict:

@@ -199,8 +199,13 @@ def _apply(tree: ast.AST, site_id: str, apply) -> str | None:
         def generic_visit(self, node):
             if (not self.done and getattr(node, "lineno", None) == line
                     and getattr(node, "col_offset", None) == col and _matches(op, node)):
+                try:
+                    out = apply(node)
+                except (IndexError, AttributeError):
+                    # Another node starts here too (`jnp.where(...).astype(t)`: the outer
+                    # call first): the site is further down.
+                    return super().generic_visit(node)
                 self.done = True
-                out = apply(node)
                 return ast.copy_location(out, node) if out is not None else node
             return super().generic_visit(node)
 

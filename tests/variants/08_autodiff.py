@@ -44,15 +44,15 @@ VARIANTS = {
              "    return y, jv, u @ jax.jacrev(f)(x)\n"),
         ],
     },
-    "08_autodiff_cheap_jacobian": {
+    "08_autodiff_jacobian_by_shape": {
         "correct": [
-            "def cheap_jacobian(f, x):\n"
+            "def jacobian_by_shape(f, x):\n"
             "    n, m = x.size, f(x).size\n"
             "    if n > m:\n"
             "        return jax.jacrev(f)(x)\n"
             "    return jax.jacfwd(f)(x)\n",
             # By hand: n JVPs for a tall map, m VJPs for a wide one (never an identity matrix).
-            "def cheap_jacobian(f, x):\n"
+            "def jacobian_by_shape(f, x):\n"
             "    y, f_vjp = jax.vjp(f, x)\n"
             "    n, m = x.shape[0], y.shape[0]\n"
             "    if n <= m:\n"
@@ -62,19 +62,19 @@ VARIANTS = {
         ],
         "wrong": [
             ("always reverse mode: an m x m identity of cotangents for a tall map",
-             "def cheap_jacobian(f, x):\n    return jax.jacrev(f)(x)\n"),
+             "def jacobian_by_shape(f, x):\n    return jax.jacrev(f)(x)\n"),
             ("always forward mode: an n x n identity of tangents for a wide map",
-             "def cheap_jacobian(f, x):\n    return jax.jacfwd(f)(x)\n"),
+             "def jacobian_by_shape(f, x):\n    return jax.jacfwd(f)(x)\n"),
             ("the modes exchanged: reverse for tall maps, forward for wide ones",
-             "def cheap_jacobian(f, x):\n"
+             "def jacobian_by_shape(f, x):\n"
              "    n, m = x.shape[0], jax.eval_shape(f, x).shape[0]\n"
              "    return jax.jacrev(f)(x) if n <= m else jax.jacfwd(f)(x)\n"),
             ("transposed: an (n, m) array",
-             "def cheap_jacobian(f, x):\n"
+             "def jacobian_by_shape(f, x):\n"
              "    n, m = x.shape[0], jax.eval_shape(f, x).shape[0]\n"
              "    return (jax.jacfwd(f)(x) if n <= m else jax.jacrev(f)(x)).T\n"),
             ("reverse mode by hand with vmap over an m x m identity, whatever the shape",
-             "def cheap_jacobian(f, x):\n"
+             "def jacobian_by_shape(f, x):\n"
              "    y, f_vjp = jax.vjp(f, x)\n"
              "    return jax.vmap(lambda e: f_vjp(e)[0])(jnp.eye(y.shape[0]))\n"),
         ],
@@ -341,7 +341,7 @@ VARIANTS = {
              "    return b(x)\n"),
         ],
     },
-    "08_autodiff_fixed_point": {
+    "08_autodiff_implicit_fixed_point": {
         "correct": [
             # The JAX docs' pattern: f as a non-differentiable argument of a top-level custom_vjp.
             "def _iterate(g, x0):\n"
@@ -350,11 +350,11 @@ VARIANTS = {
             "    return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
             "\n"
             "@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))\n"
-            "def fixed_point(f, theta, x_init):\n"
+            "def implicit_fixed_point(f, theta, x_init):\n"
             "    return _iterate(lambda x: f(theta, x), x_init)\n"
             "\n"
             "def _fp_fwd(f, theta, x_init):\n"
-            "    x_star = fixed_point(f, theta, x_init)\n"
+            "    x_star = implicit_fixed_point(f, theta, x_init)\n"
             "    return x_star, (theta, x_star)\n"
             "\n"
             "def _fp_bwd(f, res, x_bar):\n"
@@ -364,9 +364,9 @@ VARIANTS = {
             "    w = _iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
             "    return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
             "\n"
-            "fixed_point.defvjp(_fp_fwd, _fp_bwd)\n",
+            "implicit_fixed_point.defvjp(_fp_fwd, _fp_bwd)\n",
             # The adjoint by a dense solve of (I - df/dx)^T w = x_bar (fine for small n).
-            "def fixed_point(f, theta, x_init):\n"
+            "def implicit_fixed_point(f, theta, x_init):\n"
             "    def run(theta, x0):\n"
             "        def cond(c):\n"
             "            return (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
@@ -387,15 +387,15 @@ VARIANTS = {
         ],
         "wrong": [
             ("a plain while_loop: reverse-mode differentiation raises",
-             "def fixed_point(f, theta, x_init):\n"
+             "def implicit_fixed_point(f, theta, x_init):\n"
              "    def cond(c):\n"
              "        return jnp.max(jnp.abs(c[1] - c[0])) > 1e-6\n"
              "    return lax.while_loop(cond, lambda c: (c[1], f(theta, c[1])), (x_init, f(theta, x_init)))[1]\n"),
             ("20 iterations with fori_loop: differentiable, but not converged for a slow contraction",
-             "def fixed_point(f, theta, x_init):\n"
+             "def implicit_fixed_point(f, theta, x_init):\n"
              "    return lax.fori_loop(0, 20, lambda i, x: f(theta, x), x_init)\n"),
             ("the backward pass keeps only the direct term (df/dtheta)^T x_bar",
-             "def fixed_point(f, theta, x_init):\n"
+             "def implicit_fixed_point(f, theta, x_init):\n"
              "    def run(theta, x0):\n"
              "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
              "        return lax.while_loop(cond, lambda c: (c[1], f(theta, c[1]), c[2] + 1),\n"
@@ -411,7 +411,7 @@ VARIANTS = {
              "    solve.defvjp(fwd, bwd)\n"
              "    return solve(theta, x_init)\n"),
             ("the backward pass linearizes f at x_init instead of at x*",
-             "def fixed_point(f, theta, x_init):\n"
+             "def implicit_fixed_point(f, theta, x_init):\n"
              "    def iterate(g, x0):\n"
              "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
              "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
@@ -427,7 +427,7 @@ VARIANTS = {
              "    solve.defvjp(fwd, bwd)\n"
              "    return solve(theta, x_init)\n"),
             ("the adjoint iteration uses df/dx (a JVP) instead of its transpose",
-             "def fixed_point(f, theta, x_init):\n"
+             "def implicit_fixed_point(f, theta, x_init):\n"
              "    def iterate(g, x0):\n"
              "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
              "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
@@ -444,7 +444,7 @@ VARIANTS = {
              "    solve.defvjp(fwd, bwd)\n"
              "    return solve(theta, x_init)\n"),
             ("passes the cotangent on to x_init: x* does not depend on the start",
-             "def fixed_point(f, theta, x_init):\n"
+             "def implicit_fixed_point(f, theta, x_init):\n"
              "    def iterate(g, x0):\n"
              "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
              "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
@@ -458,6 +458,40 @@ VARIANTS = {
              "        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n"
              "        w = iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
              "        return vjp_theta(w)[0], w\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+            ("stops at a change of 1e-5, not 1e-6: not converged as far as the text asks",
+             "def implicit_fixed_point(f, theta, x_init):\n"
+             "    def iterate(g, x0):\n"
+             "        cond = lambda c: (jnp.max(jnp.abs(c[1] - c[0])) > 1e-5) & (c[2] < 1000)\n"
+             "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(lambda theta, x0: iterate(lambda x: f(theta, x), x0))\n"
+             "    def fwd(theta, x0):\n"
+             "        x_star = iterate(lambda x: f(theta, x), x0)\n"
+             "        return x_star, (theta, x_star)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x_star = res\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+             "        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n"
+             "        w = iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
+             "        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+            ("no cap of 1000 applications of f: a map that never settles runs on",
+             "def implicit_fixed_point(f, theta, x_init):\n"
+             "    def iterate(g, x0):\n"
+             "        cond = lambda c: jnp.max(jnp.abs(c[1] - c[0])) > 1e-6\n"
+             "        return lax.while_loop(cond, lambda c: (c[1], g(c[1]), c[2] + 1), (x0, g(x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(lambda theta, x0: iterate(lambda x: f(theta, x), x0))\n"
+             "    def fwd(theta, x0):\n"
+             "        x_star = iterate(lambda x: f(theta, x), x0)\n"
+             "        return x_star, (theta, x_star)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x_star = res\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+             "        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n"
+             "        w = iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n"
+             "        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
              "    solve.defvjp(fwd, bwd)\n"
              "    return solve(theta, x_init)\n"),
         ],
