@@ -151,6 +151,8 @@ from autograder._traces import read_trace_events
 from autograder._traces import trace_facts
 # --- 10_pallas checks ---
 from autograder._pallas import assert_kernel_structure
+from autograder._pallas_blocks import assert_blocks_in_bounds
+from autograder._pallas_blocks import collect_block_bounds
 from autograder._pallas_program import collect_kernel_facts
 from autograder._pallas_rules import explain_kernel_structure
 from autograder._pallas import export_program

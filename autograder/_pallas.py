@@ -22,8 +22,11 @@ Where the facts come from:
   sizes), the block shape of every operand, the ops inside each kernel and outside
   every kernel, and the chain of reductions inside a kernel (one pass or two). Every
   verdict of this module comes from these.
-- **in-process**: none. (Values and gradients are judged by the value checks of
-  ``_numeric`` and ``_grads``, on what the student's function returned.)
+- **in-process**: that every index map returns block indices inside its array, a
+  second check (``blocks_in_bounds``, :mod:`autograder._pallas_blocks`) run after this
+  one: the exported program keeps only the slices, already clamped, not the maps.
+  (Values and gradients are judged by the value checks of ``_numeric`` and ``_grads``,
+  on what the student's function returned.)
 
 Why the facts are read from StableHLO rather than the jaxpr is written at the top of
 ``_pallas_program.py``.
@@ -36,6 +39,7 @@ from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts
                                    program_sides, programs_of)
 from autograder._check import Check, NotAFunction, explainer, run
 from autograder._feedback import call_signature, format_failure
+from autograder._pallas_blocks import assert_blocks_in_bounds
 from autograder._pallas_program import KERNEL_CALLS
 from autograder._pallas_rules import explain_kernel_structure
 
@@ -152,6 +156,8 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
               observe_as="artifact", expect_as="artifact",
               params=dict(pallas_facts=True, rules=rules, section=section, hint=hint,
                           fix=fix)))
+    # Index maps stay inside the arrays: a fact of the jaxpr only (see _pallas_blocks).
+    assert_blocks_in_bounds(fn, args, kwargs=kwargs, name=label, section=section)
 
 
 @explainer("kernel_structure", errors=True)

@@ -444,8 +444,9 @@ def test_kernel_structure_is_judged_from_the_exported_program():
                  name="double(x, 8)", section="1.3 BlockSpec")
     with _recorded(REFERENCE) as ref:
         assert_kernel_structure(double, (x, 8), **rules)
-    (rec,) = ref
+    rec, bounds = ref
     assert rec.kind == "kernel_structure" and rec.observed.kind == "artifact"
+    assert bounds.kind == "blocks_in_bounds" and bounds.observed.facts["out_of_range"] == []
     assert rec.expected is not None and rec.expected.kind == "artifact"
     assert rec.params["pallas_facts"] is True and rec.params["rules"]["steps"] == 3
     json.dumps(rec.params)  # plain JSON: the grader trusts the reference's params only
@@ -500,3 +501,36 @@ def test_explain_a_compiled_kernel_that_cannot_be_exported():
     # Not implemented, or not a function: the generic message (None here).
     assert explain_kernel_check(_wire.observe_error(NotImplementedError()), None,
                                 label="silu(x, 8)", rules={}) is None
+
+
+def _rows_doubled(x, bm, column_block):
+    spec = pl.BlockSpec((bm, x.shape[1]), lambda i: (i, column_block))
+    return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., 2 * x_ref[...]),
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(pl.cdiv(x.shape[0], bm),), in_specs=[spec],
+                          out_specs=pl.BlockSpec((bm, x.shape[1]), lambda i: (i, 0)),
+                          interpret=True)(x)
+
+
+def test_an_index_map_one_block_past_the_end_is_caught_though_the_values_match():
+    from autograder._check import REFERENCE, STUDENT
+
+    x = jnp.arange(32.0).reshape(8, 4)
+    right = lambda x, bm: _rows_doubled(x, bm, 0)  # noqa: E731
+    past = lambda x, bm: _rows_doubled(x, bm, 1)  # noqa: E731
+    # Interpret mode on a CPU clamps the block index: the values cannot tell them apart.
+    assert jnp.array_equal(right(x, 4), past(x, 4))
+    with _recorded(REFERENCE) as ref:
+        assert_kernel_structure(right, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
+    with _recorded(STUDENT) as student:
+        assert_kernel_structure(past, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
+    verdict = _judge_programs(ref, student)
+    assert not verdict.passed
+    assert "an index map of rows(x, 4) returns a block outside its array" in verdict.message
+    assert "block indices 0 .. 0 along axis 1 of input 1 (4 elements in blocks of 4)" \
+        in verdict.message
+    assert "block index 1 at grid step (0,); 2 such indices in all" in verdict.message
+    with _recorded(STUDENT) as student:
+        assert_kernel_structure(right, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
+    assert _judge_programs(ref, student).passed
+
