@@ -196,6 +196,7 @@ class SimulatedDevice:
 _EAGER_FIRST, _EAGER_STEP = 0.04, 0.02
 _JIT_FIRST, _JIT_STEP = 0.15, 0.005
 _BENCH_KEYS = ("eager_s", "jit_first_s", "jit_s", "speedup")
+_MAX_SECONDS = 5.0  # an upper bound for any of them, however busy the machine
 
 
 def assert_benchmark_honest(benchmark: Callable, *, repeats: int = 3,
@@ -296,6 +297,17 @@ def explain_benchmark_honest(observed, expected, *, label: str, repeats: int,
             got=", ".join(f"{k}={vals[k]!r}" for k in bad),
             cause="a time of 0 (time.time() is too coarse) or a division by zero",
             fix="measure with time.perf_counter()", section=section)
+    # Seconds, not milliseconds: the simulated work takes under 0.2 s per call, and no
+    # machine turns that into more than _MAX_SECONDS.
+    slow = [k for k in _BENCH_KEYS[:3] if vals[k] > _MAX_SECONDS]
+    if slow:
+        return format_failure(
+            f"{label} returned times that cannot be seconds",
+            expected=f"seconds: the (simulated) calls take {_EAGER_STEP:g} to {_JIT_FIRST:g} s",
+            got=", ".join(f"{k}={vals[k]:.4g}" for k in slow),
+            cause="the times were converted to milliseconds (or another unit)",
+            fix="return time.perf_counter() differences as they are, in seconds",
+            section=section)
     # The protocol: one warm-up call, then `repeats` timed calls, for each.
     calls = facts.get("calls", {})
     expected_calls = 1 + repeats

@@ -173,6 +173,17 @@ def test_an_inverted_speedup_is_caught():
     assert "speedup = eager_s / jit_s" in str(err.value)
 
 
+def test_times_in_milliseconds_are_caught():
+    def in_ms(eager_fn, jit_fn, *args, repeats=5):
+        out = honest(eager_fn, jit_fn, *args, repeats=repeats)
+        return {k: (v * 1000 if k != "speedup" else v) for k, v in out.items()}
+
+    with pytest.raises(CheckFailure) as err:
+        assert_benchmark_honest(in_ms, repeats=2)
+    assert "returned times that cannot be seconds" in str(err.value)
+    assert "the times were converted to milliseconds" in str(err.value)
+
+
 def test_wrong_structure_and_non_numbers_are_caught():
     with pytest.raises(CheckFailure) as err:
         assert_benchmark_honest(lambda e, j, *a, repeats=5: {"eager_s": 1.0}, repeats=1)
