@@ -6,7 +6,6 @@ a kernel lowers to fails these tests instead of misgrading students.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 
 import jax
@@ -16,6 +15,7 @@ from jax.experimental import pallas as pl
 
 from autograder import (CheckFailure, assert_kernel_structure, collect_kernel_facts,
                         explain_kernel_structure, export_program)
+from tests.judging import judge_programs, recorded
 
 
 # --- kernels ---------------------------------------------------------------------------
@@ -386,43 +386,6 @@ def test_a_loop_written_by_hand_is_not_a_kernel():
 
 # --- judged as the grader judges: exported programs, derived outside ----------------
 
-@contextlib.contextmanager
-def _recorded(role):
-    """The records a check writes in a grading sandbox of this role."""
-    from autograder import _check
-
-    saved = dict(_check._state)
-    _check.configure(role)
-    _check._state["records"] = []
-    try:
-        yield _check._state["records"]
-    finally:
-        _check._state.clear()
-        _check._state.update(saved)
-
-
-def _judge_programs(ref_records, student_records):
-    """What the grader does: derive every program from its bytes (the reference's inputs
-    and params for both sides), then judge the student's records against the reference's."""
-    from autograder import _artifacts, _check, _wire
-    from grader.judge import judge_cell
-
-    ref = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(ref_records))))
-    student = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(student_records))))
-    derived, ref_derived = {}, {}
-    for i, (r, s) in enumerate(zip(ref.records, student.records)):
-        if r.observed.kind != "artifact" or s.observed.kind != "artifact":
-            continue
-        trusted = _wire.Observation("artifact", artifacts=s.observed.artifacts,
-                                    inputs=r.observed.inputs)
-        derived[f"t/{i}"] = _artifacts.derive(trusted, r.params)
-        ref_derived[f"t/{i}"] = _artifacts.derive(r.observed, r.params)
-        if r.expected is not None:
-            ref_derived[f"t/{i}/expected"] = _artifacts.derive(r.expected, r.params)
-    assert _check.mode() == "kernel"
-    return judge_cell(ref, student, derived=derived, reference_derived=ref_derived)
-
-
 def _triple_kernel(x_ref, o_ref):
     o_ref[...] = 3.0 * x_ref[...]
 
@@ -442,7 +405,7 @@ def test_kernel_structure_is_judged_from_the_exported_program():
     x = jnp.linspace(-1.0, 1.0, 20)
     rules = dict(kernels=1, steps=3, blocks=[(8,), (8,)], not_outside=["multiply"],
                  name="double(x, 8)", section="1.3 BlockSpec")
-    with _recorded(REFERENCE) as ref:
+    with recorded(REFERENCE) as ref:
         assert_kernel_structure(double, (x, 8), **rules)
     rec, bounds = ref
     assert rec.kind == "kernel_structure" and rec.observed.kind == "artifact"
@@ -452,10 +415,10 @@ def test_kernel_structure_is_judged_from_the_exported_program():
     json.dumps(rec.params)  # plain JSON: the grader trusts the reference's params only
     verdicts = {}
     for fn in (double, triple, by_hand, split_in_two, lambda x, block: 2.0 * x):
-        with _recorded(STUDENT) as student:
+        with recorded(STUDENT) as student:
             assert assert_kernel_structure(fn, (x, 8), **rules) is None  # nothing raised
         assert student[0].expected is None  # no expected side next to student code
-        verdicts[getattr(fn, "__name__")] = _judge_programs(ref, student)
+        verdicts[getattr(fn, "__name__")] = judge_programs(ref, student)
     assert verdicts["double"].passed
     # The kernel is right, the program is not the function that was asked for.
     assert "the program exported from double(x, 8) does not compute the reference's " \
@@ -473,12 +436,12 @@ def test_a_student_error_is_judged_like_in_the_kernel():
         raise NotImplementedError()
 
     x = jnp.ones(16)
-    with _recorded(REFERENCE) as ref:
+    with recorded(REFERENCE) as ref:
         assert_kernel_structure(double, (x, 8), steps=2, name="double(x, 8)")
-    with _recorded(STUDENT) as student:
+    with recorded(STUDENT) as student:
         assert_kernel_structure(broken, (x, 8), steps=2, name="double(x, 8)")
     assert student[0].observed.kind == "error"
-    assert "double is not implemented yet" in _judge_programs(ref, student).message
+    assert "double is not implemented yet" in judge_programs(ref, student).message
 
 
 def test_explain_a_compiled_kernel_that_cannot_be_exported():
@@ -520,17 +483,17 @@ def test_an_index_map_one_block_past_the_end_is_caught_though_the_values_match()
     past = lambda x, bm: _rows_doubled(x, bm, 1)  # noqa: E731
     # Interpret mode on a CPU clamps the block index: the values cannot tell them apart.
     assert jnp.array_equal(right(x, 4), past(x, 4))
-    with _recorded(REFERENCE) as ref:
+    with recorded(REFERENCE) as ref:
         assert_kernel_structure(right, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
-    with _recorded(STUDENT) as student:
+    with recorded(STUDENT) as student:
         assert_kernel_structure(past, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
-    verdict = _judge_programs(ref, student)
+    verdict = judge_programs(ref, student)
     assert not verdict.passed
     assert "an index map of rows(x, 4) returns a block outside its array" in verdict.message
     assert "block indices 0 .. 0 along axis 1 of input 1 (4 elements in blocks of 4)" \
         in verdict.message
     assert "block index 1 at grid step (0,); 2 such indices in all" in verdict.message
-    with _recorded(STUDENT) as student:
+    with recorded(STUDENT) as student:
         assert_kernel_structure(right, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
-    assert _judge_programs(ref, student).passed
+    assert judge_programs(ref, student).passed
 

@@ -8,7 +8,6 @@ Messages are asserted on, since they are what a student reads.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from autograder import (CheckFailure, assert_collective_in_hlo, assert_collectiv
                         assert_shard_shapes, assert_sharded_as, collect_collectives,
                         collect_shard_map_primitives, collect_sharding_devices,
                         collect_slice_devices)
+from tests.judging import judge_programs, recorded  # noqa: E402
 
 
 def _enough_devices() -> bool:
@@ -466,43 +466,6 @@ def test_assert_shard_map_uses_without_shard_map(mesh):
 
 # --- judged as the grader judges: exported programs, derived outside ----------------
 
-@contextlib.contextmanager
-def _recorded(role):
-    """The records a check writes in a grading sandbox of this role."""
-    from autograder import _check
-
-    saved = dict(_check._state)
-    _check.configure(role)
-    _check._state["records"] = []
-    try:
-        yield _check._state["records"]
-    finally:
-        _check._state.clear()
-        _check._state.update(saved)
-
-
-def _judge_programs(ref_records, student_records):
-    """What the grader does: derive every program from its bytes (the reference's inputs
-    for both sides), then judge the student's records against the reference's."""
-    from autograder import _artifacts, _check, _wire
-    from grader.judge import judge_cell
-
-    ref = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(ref_records))))
-    student = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(student_records))))
-    derived, ref_derived = {}, {}
-    for i, (r, s) in enumerate(zip(ref.records, student.records)):
-        if r.observed.kind != "artifact":
-            continue
-        trusted = _wire.Observation("artifact", artifacts=s.observed.artifacts,
-                                    inputs=r.observed.inputs)
-        derived[f"t/{i}"] = _artifacts.derive(trusted, r.params)
-        ref_derived[f"t/{i}"] = _artifacts.derive(r.observed, r.params)
-        if r.expected is not None:
-            ref_derived[f"t/{i}/expected"] = _artifacts.derive(r.expected, r.params)
-    assert _check.mode() == "kernel"
-    return judge_cell(ref, student, derived=derived, reference_derived=ref_derived)
-
-
 def test_collectives_are_judged_from_the_exported_program(mesh):
     # Explicit axes and a Python float argument: the judge rebuilds the mesh with the
     # program's axis types and records the float as a scalar input.
@@ -519,15 +482,15 @@ def test_collectives_are_judged_from_the_exported_program(mesh):
 
     with jax.set_mesh(mesh):
         x = place(mesh, P("data", None))
-        with _recorded(REFERENCE) as ref:
+        with recorded(REFERENCE) as ref:
             assert_collective_in_hlo(row_sums, (x, 0.5), "all-reduce", name="row_sums(x)")
         assert ref[0].expected is not None  # the reference's own program, to compare values
         outcomes = {}
         for fn in (row_sums, gathered, doubled):
-            with _recorded(STUDENT) as student:
+            with recorded(STUDENT) as student:
                 assert_collective_in_hlo(fn, (x, 0.5), "all-reduce", name="row_sums(x)")
             assert student[0].expected is None
-            outcomes[fn.__name__] = _judge_programs(ref, student)
+            outcomes[fn.__name__] = judge_programs(ref, student)
     assert outcomes["row_sums"].passed
     assert "row_sums(x) compiles to no `all-reduce`" in outcomes["gathered"].message
     assert "all-gather" in outcomes["gathered"].message
@@ -547,12 +510,12 @@ def test_shard_map_collectives_are_judged_from_the_exported_program(mesh):
     good = center(lambda b: b - jax.lax.pmean(b.mean(axis=0), "data"))
     local = center(lambda b: b - b.mean(axis=0))
     x = place(mesh, P("data", None))
-    with _recorded(REFERENCE) as ref:
+    with recorded(REFERENCE) as ref:
         assert_shard_map_uses(good, (x,), ("psum", "pmean"))
-    with _recorded(STUDENT) as mine:
+    with recorded(STUDENT) as mine:
         assert_shard_map_uses(good, (x,), ("psum", "pmean"))
-    assert _judge_programs(ref, mine).passed
-    with _recorded(STUDENT) as mine:
+    assert judge_programs(ref, mine).passed
+    with recorded(STUDENT) as mine:
         assert_shard_map_uses(local, (x,), ("psum", "pmean"))
     # The local mean gives other values: the program is not the reference's.
-    assert "does not compute the reference's values" in _judge_programs(ref, mine).message
+    assert "does not compute the reference's values" in judge_programs(ref, mine).message

@@ -5,7 +5,6 @@ exists to catch (it fails, with the teaching message asserted on its text).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import jax
@@ -21,6 +20,7 @@ from autograder import (CheckFailure, assert_epoch_samples_fresh_batches,
                         assert_state_changes, assert_step_is_data_parallel,
                         assert_train_step_compiles_once, collect_epoch_batches,
                         collect_step_placement, collect_training_run)
+from tests.judging import recorded
 
 
 def _loss(params, x, y):
@@ -409,7 +409,7 @@ def _good_dp(step, mesh):
 
 
 @needs_devices
-def test_step_placement_is_recorded(mesh):
+def test_step_placement_isrecorded(mesh):
     seen = collect_step_placement(_good_dp, mesh, *_dp_args())
     assert seen.x.spec == P("data") and not seen.traced
     assert all(s.is_fully_replicated for s in seen.params.values())
@@ -524,21 +524,6 @@ def test_probe_epoch_is_jitted_once():
 
 # --- judged as the grader judges ------------------------------------------------------
 
-@contextlib.contextmanager
-def _recorded(role):
-    """The records a check writes in a grading sandbox of this role."""
-    from autograder import _check
-
-    saved = dict(_check._state)
-    _check.configure(role)
-    _check._state["records"] = []
-    try:
-        yield _check._state["records"]
-    finally:
-        _check._state.clear()
-        _check._state.update(saved)
-
-
 def _judged(ref_records, student_records):
     from autograder import _wire
     from grader.judge import judge_cell
@@ -556,14 +541,14 @@ def test_a_training_run_is_paired_by_its_label_not_by_the_step_name(problem):
 
     params, x, y = problem
     adam = optax.adam(0.1)
-    with _recorded(REFERENCE) as ref:
+    with recorded(REFERENCE) as ref:
         collect_training_run(_make_step(adam), params, adam.init(params), [(x, y)] * 2)
 
     @jax.jit
     def my_step(p, s, x, y):
         return _make_step(adam)(p, s, x, y)
 
-    with _recorded(STUDENT) as mine:
+    with recorded(STUDENT) as mine:
         run = collect_training_run(my_step, params, adam.init(params), [(x, y)] * 2)
     assert run is not None and len(run.losses) == 2
     assert _judged(ref, mine).passed
@@ -571,7 +556,7 @@ def test_a_training_run_is_paired_by_its_label_not_by_the_step_name(problem):
     def two_outputs(p, s, x, y):
         return p, s
 
-    with _recorded(STUDENT) as mine:
+    with recorded(STUDENT) as mine:
         assert collect_training_run(two_outputs, params, (), [(x, y)] * 2) is None
     assert "two_outputs returned the wrong structure" in _judged(ref, mine).message
 
@@ -586,9 +571,9 @@ def test_placement_is_judged_from_data(mesh):
         return step
 
     one_device.__name__ = _good_dp.__name__  # in a notebook both are the exercise's function
-    with _recorded(REFERENCE) as ref:
+    with recorded(REFERENCE) as ref:
         assert_step_is_data_parallel(_good_dp, mesh, *_dp_args())
-    with _recorded(STUDENT) as mine:
+    with recorded(STUDENT) as mine:
         assert_step_is_data_parallel(one_device, mesh, *_dp_args())
     assert [r.kind for r in mine] == ["call", "data_parallel"]
     assert mine[1].expected is None          # the expected side never runs next to student code
