@@ -6,6 +6,7 @@ downloaded. Playwright is imported lazily, so this module imports without it.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -214,3 +215,66 @@ def nbgrader_extension_problems(page, console: ConsoleLog, *, wait_s: float = 30
         problems.append("the Nbgrader menu is missing from the menu bar")
     problems += [f"console error: {e[:300]}" for e in console.errors() if "nbgrader" in e.lower()]
     return problems
+
+
+NBGRADER_LABEL = "#jp-menu-panel .lm-MenuBar-itemLabel"
+
+
+def open_nbgrader_menu(page, command: str | None = None, *, tries: int = 4) -> None:
+    """Opens JupyterLab's Nbgrader menu (and clicks `command` in it, if given).
+
+    Clicking the menu bar's label toggles the menu, so a menu left open (an Escape that
+    went to another window of the same browser) would be closed by a blind click: the
+    label is clicked only while the item is not showing, and again if the menu did not
+    open within 10 s (the menu bar ignores clicks while JupyterLab is still busy).
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    label = page.locator(NBGRADER_LABEL, has_text="Nbgrader")
+    target = f'[data-command="{command}"]' if command else ""
+    item = page.locator(f"#jp-mainmenu-nbgrader li{target}").first
+    for attempt in range(tries):
+        if not item.is_visible():
+            label.click()
+        try:
+            item.wait_for(state="visible", timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+    if command:
+        item.click()
+
+
+def close_menus(page) -> None:
+    """Closes any open menu of JupyterLab's menu bar (Escape, until none shows)."""
+    for _ in range(3):
+        if not page.locator(".lm-Menu").first.is_visible():
+            return
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(200)
+
+
+def run_cell(page, cell, label: str, timeout_s: float = 120) -> None:
+    """Runs one code cell the way a student does (select it, Ctrl+Enter) and waits for it.
+
+    A key press that does not start the cell (the prompt stays as it was) is repeated.
+    """
+    prompt = cell.locator(".jp-InputArea-prompt")
+    before = prompt.inner_text().strip()
+    deadline = time.monotonic() + timeout_s
+    text = before
+    for _ in range(3):
+        prompt.click()
+        page.keyboard.press("Control+Enter")
+        pressed = time.monotonic()
+        while time.monotonic() < deadline:
+            text = prompt.inner_text().strip()
+            if re.fullmatch(r"\[\d+\]:", text) and text != before:
+                return
+            if text == before and time.monotonic() - pressed > 10:
+                break  # the cell never started: press again
+            page.wait_for_timeout(100)
+        else:
+            break
+    raise AssertionError(f"cell {label} did not run within {timeout_s:.0f} s (prompt {text!r})")

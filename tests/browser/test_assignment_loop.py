@@ -30,8 +30,9 @@ import pytest
 from grader.course import make_scratch_course, nbgrader_env
 from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, ConsoleLog, LabServer, Shots,
                                     kill_leftover_kernels, launch_chromium, missing_browser,
-                                    nbgrader_extension_problems, quiet_lab_settings,
-                                    write_nbgrader_config)
+                                    nbgrader_extension_problems, open_nbgrader_menu,
+                                    quiet_lab_settings, run_cell, write_nbgrader_config,
+                                    close_menus)
 
 _MISSING = missing_browser()
 if _MISSING and os.environ.get("CI") == "true":
@@ -113,38 +114,9 @@ def _open_lab(page, lab: LabServer):
     page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
 
 
-def _nbgrader_menu(page, command: str):
-    page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").click()
-    page.locator(f'#jp-mainmenu-nbgrader li[data-command="{command}"]').click()
-
 
 def _cells(page):
     return page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
-
-
-def _run_cell(page, cell, label: str, timeout_s: float = 120) -> None:
-    """Runs one code cell the way a student does (select it, Ctrl+Enter) and waits for it.
-
-    A key press that does not start the cell (the prompt stays as it was) is repeated.
-    """
-    prompt = cell.locator(".jp-InputArea-prompt")
-    before = prompt.inner_text().strip()
-    deadline = time.monotonic() + timeout_s
-    text = before
-    for _ in range(3):
-        prompt.click()
-        page.keyboard.press("Control+Enter")
-        pressed = time.monotonic()
-        while time.monotonic() < deadline:
-            text = prompt.inner_text().strip()
-            if re.fullmatch(r"\[\d+\]:", text) and text != before:
-                return
-            if text == before and time.monotonic() - pressed > 10:
-                break  # the cell never started: press again
-            page.wait_for_timeout(100)
-        else:
-            break
-    raise AssertionError(f"cell {label} did not run within {timeout_s:.0f} s (prompt {text!r})")
 
 
 def _wait_saved(page) -> None:
@@ -193,13 +165,13 @@ def test_assignment_loop_in_the_browser(shared_server):
                 _open_lab(page, student_lab)
                 problems = nbgrader_extension_problems(page, console)
                 assert not problems, "nbgrader's JupyterLab extension is broken:\n" + "\n".join(problems)
-                page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+                open_nbgrader_menu(page)
                 expect(page.locator('#jp-mainmenu-nbgrader li[data-command="nbgrader:open-assignment-list"]')).to_be_visible()
                 shots(page, "lab_started_nbgrader_menu")
-                page.keyboard.press("Escape")
+                close_menus(page)
 
                 # --- Assignment List: fetch the released module.
-                _nbgrader_menu(page, "nbgrader:open-assignment-list")
+                open_nbgrader_menu(page, "nbgrader:open-assignment-list")
                 released = page.locator("#released_assignments_list > .list_item")
                 expect(released).to_have_count(1, timeout=60_000)
                 expect(released.first.locator(".item_name")).to_have_text(MODULE)
@@ -226,7 +198,7 @@ def test_assignment_loop_in_the_browser(shared_server):
                 for i in range(n):
                     cell = cells.nth(i)
                     if "jp-CodeCell" in (cell.get_attribute("class") or ""):
-                        _run_cell(page, cell, f"#{i}")
+                        run_cell(page, cell, f"#{i}")
                 lap("ran all cells")
 
                 plot = cells.nth(PLOT_CELL).locator(".jp-OutputArea-output img")
@@ -252,9 +224,9 @@ def test_assignment_loop_in_the_browser(shared_server):
                 editor.click()
                 page.keyboard.press("Control+a")
                 page.keyboard.insert_text(SOLUTION)
-                page.keyboard.press("Escape")
+                page.keyboard.press("Escape")  # leave the editor
                 for i in (SOLUTION_CELL, TRY_CELL, TEST_CELL):
-                    _run_cell(page, cells.nth(i), f"#{i}")
+                    run_cell(page, cells.nth(i), f"#{i}")
                 expect(cells.nth(TRY_CELL).locator(".jp-OutputArea-output")).to_contain_text("Array([0., 6., 0., 2.], dtype=float32)")
                 expect(test_cell.locator(ERROR_OUTPUT)).to_have_count(0)
                 test_cell.scroll_into_view_if_needed()
@@ -304,7 +276,7 @@ def test_assignment_loop_in_the_browser(shared_server):
                 ipage = context.new_page()
                 iconsole = ConsoleLog(ipage)
                 _open_lab(ipage, instructor_lab)
-                _nbgrader_menu(ipage, "nbgrader:open-formgrader")
+                open_nbgrader_menu(ipage, "nbgrader:open-formgrader")
                 frame = ipage.frame_locator("iframe").first
                 row = frame.locator("#main-table tr", has_text=MODULE)
                 expect(row.first).to_be_visible(timeout=60_000)

@@ -32,7 +32,8 @@ from pathlib import Path
 import pytest
 
 from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, Shots, free_port,
-                                    launch_chromium, missing_browser, quiet_lab_settings)
+                                    close_menus, launch_chromium, missing_browser,
+                                    open_nbgrader_menu, quiet_lab_settings, run_cell)
 
 PREFIX = Path("/opt/jaxcourse-test")
 # Names no real account is likely to have; make hub refuses ones it did not create.
@@ -166,10 +167,6 @@ def _server_owners() -> list[str]:
     return owners
 
 
-def _nbgrader_menu(page, command: str):
-    page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").click()
-    page.locator(f'#jp-mainmenu-nbgrader li[data-command="{command}"]').click()
-
 
 def _formgrader_action(page, base: str, column: str, expect_text: str) -> None:
     """Clicks a Formgrader action of the module's row and waits for its success dialog."""
@@ -242,7 +239,7 @@ def test_course_loop_on_a_real_hub():
                 assert sorted(owners) == sorted(pages), owners
                 # The Formgrader is the instructor's only.
                 for name, page in pages.items():
-                    page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").click()
+                    open_nbgrader_menu(page)
                     formgrader = page.locator('#jp-mainmenu-nbgrader li[data-command="nbgrader:open-formgrader"]')
                     assignments = page.locator('#jp-mainmenu-nbgrader li[data-command="nbgrader:open-assignment-list"]')
                     expect(assignments).to_be_visible()
@@ -251,7 +248,7 @@ def test_course_loop_on_a_real_hub():
                     else:  # neither in the menu nor on the server
                         expect(formgrader).to_be_hidden()
                     shots(page, f"{name}_nbgrader_menu")
-                    page.keyboard.press("Escape")
+                    close_menus(page)
                     status = page.request.get(f"{hub_url}/user/{name}/formgrader/").status
                     assert status == (200 if name == INSTRUCTOR else 404), (name, status)
 
@@ -268,7 +265,7 @@ def test_course_loop_on_a_real_hub():
                 # --- Both students fetch it from the Assignment List, into their homes.
                 for name in STUDENTS:
                     page = pages[name]
-                    _nbgrader_menu(page, "nbgrader:open-assignment-list")
+                    open_nbgrader_menu(page, "nbgrader:open-assignment-list")
                     released = page.locator("#released_assignments_list > .list_item")
                     expect(released).to_have_count(1, timeout=60_000)
                     expect(released.first.locator(".item_course")).to_have_text(COURSE_ID)
@@ -306,7 +303,7 @@ def test_course_loop_on_a_real_hub():
                         expect(message).to_contain_text("not implemented yet")
                     shots(page, f"{name}_validated")
                     dialog.locator("button.jp-Dialog-button").click()
-                    _nbgrader_menu(page, "nbgrader:open-assignment-list")
+                    open_nbgrader_menu(page, "nbgrader:open-assignment-list")
                     page.locator("#fetched_assignments_list > .list_item").first.locator(
                         ".item_status button", has_text="Submit").click()
                     expect(page.locator("#submitted_assignments_list > .list_item")).to_have_count(1, timeout=60_000)
@@ -323,8 +320,7 @@ def test_course_loop_on_a_real_hub():
                 page.goto(f"{hub_url}/user/{ben}/lab/tree/probe.ipynb")
                 cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
                 expect(page.locator("#jp-main-statusbar")).to_contain_text("| Idle", timeout=120_000)
-                cell.locator(".jp-InputArea-prompt").click()
-                page.keyboard.press("Control+Enter")
+                run_cell(page, cell, "probe")
                 output = cell.locator(".jp-OutputArea-output")
                 expect(output).to_contain_text(targets[-1], timeout=120_000)
                 for target in targets:
@@ -372,7 +368,7 @@ def test_course_loop_on_a_real_hub():
                 for name, score in ((STUDENTS[0], TOTAL_POINTS), (STUDENTS[1], 1)):
                     page = pages[name]
                     page.goto(f"{hub_url}/user/{name}/lab")
-                    _nbgrader_menu(page, "nbgrader:open-assignment-list")
+                    open_nbgrader_menu(page, "nbgrader:open-assignment-list")
                     submitted = page.locator("#submitted_assignments_list > .list_item").first
                     submitted.locator("button", has_text="Fetch Feedback").click()
                     expect(submitted).to_contain_text("view feedback", timeout=60_000)
