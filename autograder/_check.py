@@ -331,5 +331,8 @@ def run_candidate(exercise: str, index: int, source: str, test_id: str, test_sou
         except Exception:  # noqa: BLE001 - a broken solution cell: its test shows it
             pass
         run_test_cell(test_id, test_source, scope)
+        # Judged both ways: a rerun of the notebook (after a later candidate hung or
+        # crashed the kernel) leaves this one out.
+        open(os.path.join(folder, "done"), "w").close()
     finally:
         _state.update(mode=role, records=records, out=out_before)

@@ -9,7 +9,8 @@ notebook's namespace and the exercise's test cell runs on it, once as the studen
 kernel runs it (a verdict) and once as the grading sandbox runs it (records). The
 records are judged here against the reference run's, exactly as a submission's are
 (programs in the program judge's sandbox). A candidate that hangs or crashes the
-kernel fails with that reason and the notebook runs again without it.
+kernel fails with that reason and the notebook runs again without it (and without
+the candidates judged before it, whose results came back).
 """
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
     for gid, sources in candidates.items():
         for k in range(len(sources)):
             base = f"candidates/{gid}/{k}"
-            out += [f"{base}/kernel.json", f"{base}/test_{gid}.json", f"{base}/test_{gid}.npz"]
+            out += [f"{base}/kernel.json", f"{base}/test_{gid}.json", f"{base}/test_{gid}.npz",
+                    f"{base}/done"]
     return tuple(out)
 
 
@@ -124,11 +126,15 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     """
     skipped: dict[tuple[str, int], str] = {}
     files: dict[str, bytes] = {}
+    done: set[tuple[str, int]] = set()
     for _ in range(max_runs):
-        nb = candidate_notebook(source_nb, candidates, set(skipped), kernel_too)
+        # A rerun runs the notebook again but only the candidates with no results yet.
+        nb = candidate_notebook(source_nb, candidates, set(skipped) | done, kernel_too)
         result = _sandbox.run_notebook(nb, limits=limits, collect=_files(candidates),
                                        cache=cache)
         files.update(result.files)
+        done |= {(gid, k) for gid, sources in candidates.items() for k in range(len(sources))
+                 if f"candidates/{gid}/{k}/done" in files}
         if not result.failure or result.failed_cell is None:
             break
         tag = nb["cells"][result.failed_cell].get("metadata", {}).get("jaxcourse_candidate")
