@@ -74,3 +74,25 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if _skipped_for_packages(reporter.stats.get("skipped", [])):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ---------------------------------------------------------------- xdist groups
+# The expensive module fixtures (a module's variants and mutants, the corpus, the hub)
+# are built once per xdist group. pytest-xdist 3.8 passes the group to its scheduler
+# by rewriting the node id's ``_nodeid``; pytest 9.2 keeps node ids elsewhere, so the
+# groups are lost without a word and each worker builds the same fixtures again
+# (pytest-dev/pytest-xdist#1386). Refuse that pair rather than run twice the work.
+def pytest_configure(config):
+    if getattr(config.option, "dist", "no") != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    import inspect
+    from importlib.metadata import version
+
+    from _pytest import nodes
+
+    xdist = tuple(int(p) for p in version("pytest-xdist").split(".")[:2])
+    if xdist <= (3, 8) and "_nodeid" not in inspect.getsource(nodes.Node.nodeid.fget):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} ignores "
+            "xdist_group under --dist loadgroup (pytest-dev/pytest-xdist#1386): install the "
+            "versions in requirements.txt (make venv), or run with -n0")
