@@ -116,32 +116,7 @@ def reference_results(source_nb: dict, limits: _sandbox.Limits, *,
     if bundle["incidents"]:
         raise RuntimeError(f"the source notebook does not run cleanly in the sandbox: "
                            f"{bundle['incidents']}")
-    errors = lesson_errors(rebuilt, bundle["outputs"])
-    if errors:
-        raise RuntimeError("the source notebook does not run top to bottom: "
-                           + "; ".join(errors))
     return {"files": bundle["files"], "seed": seed}
-
-
-def lesson_errors(rebuilt: dict, outputs: list[list]) -> list[str]:
-    """Cells other than test cells that raised in a run: ``["cell 12: NameError: ..."]``.
-
-    A test cell's failure is an exercise's verdict; any other cell of the instructor's
-    notebook that raises (a lesson cell that reads a name only a test cell defines, a
-    solution that errors) is a broken notebook, which must not grade anyone.
-
-    >>> nb = {"cells": [{"cell_type": "code", "metadata": {}}]}
-    >>> lesson_errors(nb, [[{"output_type": "error", "ename": "NameError", "evalue": "x"}]])
-    ['cell 0: NameError: x']
-    """
-    found = []
-    for i, (cell, outs) in enumerate(zip(rebuilt["cells"], outputs)):
-        if cell.get("cell_type") != "code" or _nb.is_test(cell):
-            continue
-        for out in outs:
-            if isinstance(out, dict) and out.get("output_type") == "error":
-                found.append(f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:300]}")
-    return found
 
 
 def decode_all(files_hex: dict, tests: list[str]) -> dict:

@@ -1,16 +1,12 @@
 """Every notebook runs top to bottom with every answer its exercises allow.
 
-For each module, a fresh kernel (nbclient, 8 simulated CPU devices through
-``course.setup()``) runs the source notebook with correct variant ``k`` of EVERY
-exercise in place at once, for ``k = 0, 1, ...`` up to the largest number of correct
-variants any exercise has (an exercise with fewer keeps the instructor's solution). So
-a lesson cell after an exercise must survive every allowed answer: a step that donates
-its inputs, a function returned jitted or not, a Counter instead of a dict.
-
-The notebook with the instructor's own solutions is not run here: the reference run
-(``grader.runner.reference_results``, which tests/test_exercises.py makes for every
-module) runs it top to bottom in the grading sandbox, test cells isolated the same
-way, and stops on any cell other than a test cell that raises.
+For each module, one fresh kernel (nbclient, 8 simulated CPU devices through
+``course.setup()``) runs the source notebook with the instructor's solutions, and one
+more runs it with correct variant ``k`` of EVERY exercise in place at once, for
+``k = 0, 1, ...`` up to the largest number of correct variants any exercise has (an
+exercise with fewer keeps the instructor's solution). So a lesson cell after an
+exercise must survive every allowed answer: a step that donates its inputs, a
+function returned jitted or not, a Counter instead of a dict.
 
 Graded test cells run too, hidden tests included, but each in a namespace of its own
 (a copy of the notebook's globals), as the trusted grader runs them: a lesson cell
@@ -66,8 +62,9 @@ def _runs() -> list:
     for module in modules():
         variants = load_variants(module)
         largest = max((len(v["correct"]) for v in variants.values()), default=0)
-        for k in range(largest):
-            params.append(pytest.param(module, k, id=f"{module}-correct{k}"))
+        for k in [None, *range(largest)]:
+            label = "solution" if k is None else f"correct{k}"
+            params.append(pytest.param(module, k, id=f"{module}-{label}"))
     return params
 
 

@@ -4,8 +4,7 @@ For each module in source/ this builds a scratch course (config + source), runs
 `nbgrader generate_assignment`, then nbgrader's Validator (the Validate button): the
 release notebook, as handed out, fails every test cell with the teaching "not
 implemented yet" and no kernel crash. (The source notebook with every allowed answer,
-test cells included, runs in tests/test_course_runs.py; with the instructor's
-solutions, in the reference run of tests/test_exercises.py.) Also: sources
+test cells included, runs in tests/test_course_runs.py.) Also: sources
 carry no outputs, the scaffold pairs solutions with tests, release/ is current.
 
 Every variant and mutant, judged both in the kernel and by the trusted grader, is in
