@@ -6,8 +6,8 @@ downloaded. Playwright is imported lazily, so this module imports without it.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import socket
@@ -211,13 +211,15 @@ def nbgrader_extension_problems(page, console: ConsoleLog, *, wait_s: float = 30
             break
         page.wait_for_timeout(250)
     problems += [f"{p} did not activate (no {REQUIRED_PLUGINS[p]!r} in the console)" for p in missing]
-    if page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").count() == 0:
+    if nbgrader_menu_label(page).count() == 0:
         problems.append("the Nbgrader menu is missing from the menu bar")
     problems += [f"console error: {e[:300]}" for e in console.errors() if "nbgrader" in e.lower()]
     return problems
 
 
-NBGRADER_LABEL = "#jp-menu-panel .lm-MenuBar-itemLabel"
+def nbgrader_menu_label(page):
+    """The Nbgrader entry of JupyterLab's menu bar (there once nbgrader's extension loaded)."""
+    return page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader")
 
 
 def open_nbgrader_menu(page, command: str | None = None, *, tries: int = 4) -> None:
@@ -230,7 +232,7 @@ def open_nbgrader_menu(page, command: str | None = None, *, tries: int = 4) -> N
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    label = page.locator(NBGRADER_LABEL, has_text="Nbgrader")
+    label = nbgrader_menu_label(page)
     target = f'[data-command="{command}"]' if command else ""
     item = page.locator(f"#jp-mainmenu-nbgrader li{target}").first
     for attempt in range(tries):

@@ -30,9 +30,9 @@ import pytest
 from grader.course import make_scratch_course, nbgrader_env
 from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, ConsoleLog, LabServer, Shots,
                                     kill_leftover_kernels, launch_chromium, missing_browser,
-                                    nbgrader_extension_problems, open_nbgrader_menu,
-                                    quiet_lab_settings, run_cell, write_nbgrader_config,
-                                    close_menus)
+                                    close_menus, nbgrader_extension_problems,
+                                    nbgrader_menu_label, open_nbgrader_menu,
+                                    quiet_lab_settings, run_cell, write_nbgrader_config)
 
 _MISSING = missing_browser()
 if _MISSING and os.environ.get("CI") == "true":
@@ -111,7 +111,7 @@ def _instructor_lab(s) -> LabServer:
 
 def _open_lab(page, lab: LabServer):
     page.goto(f"{lab.url}/lab?token={lab.token}")
-    page.locator("#jp-menu-panel .lm-MenuBar-itemLabel", has_text="Nbgrader").wait_for(timeout=120_000)
+    nbgrader_menu_label(page).wait_for(timeout=120_000)
 
 
 

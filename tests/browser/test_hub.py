@@ -33,7 +33,8 @@ import pytest
 
 from tests.browser._support import (ARTIFACTS, COURSE_ID, REPO, Shots, free_port,
                                     close_menus, launch_chromium, missing_browser,
-                                    open_nbgrader_menu, quiet_lab_settings, run_cell)
+                                    nbgrader_menu_label, open_nbgrader_menu, quiet_lab_settings,
+                                    run_cell)
 
 PREFIX = Path("/opt/jaxcourse-test")
 # Names no real account is likely to have; make hub refuses ones it did not create.
@@ -230,8 +231,7 @@ def test_course_loop_on_a_real_hub():
                         shots(page, "login_page")
                     page.click("#login_submit")
                 for name, page in pages.items():
-                    page.locator("#jp-menu-panel .lm-MenuBar-itemLabel",
-                                 has_text="Nbgrader").wait_for(timeout=240_000)
+                    nbgrader_menu_label(page).wait_for(timeout=240_000)
                     assert page.url.startswith(f"{hub_url}/user/{name}/lab"), page.url
                 lap("logged in, servers up")
                 # Each server runs as its own account.
