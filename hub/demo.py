@@ -156,6 +156,11 @@ def course_env(prefix: Path, manifest: Manifest) -> Path:
     keys = _env_keys()
     old = json.loads(stamp.read_text()) if stamp.exists() else {}
     if old == keys:
+        # The stamp is also the Makefile's `.venv/.installed` in every course folder,
+        # whose requirements.txt keeps this checkout's mtime: a fresh clone's is newer
+        # than a kept environment's stamp, and `make` in the course folder would then
+        # rebuild the (root-owned, shared) .venv as the instructor and fail.
+        os.utime(stamp)
         say(f"course environment {env} is up to date")
         return env
     started = time.monotonic()
