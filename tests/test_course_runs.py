@@ -8,18 +8,22 @@ exercise with fewer keeps the instructor's solution). So a lesson cell after an
 exercise must survive every allowed answer: a step that donates its inputs, a
 function returned jitted or not, a Counter instead of a dict.
 
-With the variants, graded test cells run too, hidden tests included, but each in a
-namespace of its own (a copy of the notebook's globals), as the trusted grader runs
-them: one exercise's correct answer must not fail another's test, and a lesson cell
-that reads a name only a test cell defines fails here. With the instructor's
-solutions the test cells are left empty (the reference run of tests/test_exercises.py
-runs them). Any error fails the run and names the cell.
+With the variants, a graded test cell that reads another exercise's names (a name
+bound by another solution cell that holds a variant in this run) runs too, hidden tests
+included, in a namespace of its own (a copy of the notebook's globals), as the trusted
+grader runs it: one exercise's correct answer must not fail another's test. The other
+test cells are left empty: tests/test_exercises.py runs each exercise's test cell on each
+of its variants with the instructor's solutions elsewhere (and the reference run, on the
+solutions), so here they would only repeat that. Empty test cells also mean a lesson
+cell that reads a name only a test cell defines fails here. Any error fails the run and
+names the cell.
 
 Variants live in tests/variants/<module>.py (VARIANTS keyed by grade_id). Each
 (module, k) is its own test, so `pytest -n 2` runs two kernels at a time.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from pathlib import Path
@@ -77,33 +81,79 @@ def _isolated(source: str, grade_id: str) -> str:
             f"del __test_namespace")
 
 
+def _bound_names(source: str) -> set[str]:
+    """The names a cell binds at its top level (defs, classes, assignments; not its
+    imports: a variant that imports jax.numpy as jnp does not make jnp its answer)."""
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        else:
+            targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+            for target in filter(None, targets):
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
+def _read_names(source: str) -> set[str]:
+    """The names a cell reads from the notebook: every name it loads, less the ones it
+    binds itself anywhere (assignments, loop variables, parameters, local defs) and `_`."""
+    nodes = list(ast.walk(ast.parse(source)))
+    own = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    own |= {n.arg for n in nodes if isinstance(n, ast.arg)}
+    own |= {n.name for n in nodes
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - own - {"_"}
+
+
 def build_run(module: str, k: int | None):
-    """The source notebook with answer ``k`` in every solution cell; test cells isolated
-    (``k=None``: the instructor's solutions, test cells empty).
+    """The source notebook with answer ``k`` in every solution cell; the test cells that
+    read another exercise's variant isolated, the others empty (``k=None``: the
+    instructor's solutions, every test cell empty).
 
     Returns ``(notebook, {grade_id: "solution" | "correct k"})``.
     """
-    nb = nbformat.read(source_notebook(module), as_version=4)
-    variants = load_variants(module)
-    used = {}
+    return _build(nbformat.read(source_notebook(module), as_version=4),
+                  load_variants(module), k)
+
+
+def _build(nb, variants: dict, k: int | None):
+    used, varied = {}, {}
     for cell in nb.cells:
         meta = _nbgrader(cell)
         if _is_solution(cell):
             gid = meta["grade_id"]
             correct = variants.get(gid, {}).get("correct", [])
             if k is not None and k < len(correct):
+                varied[gid] = _bound_names(correct[k])
                 cell.source = correct[k]
                 used[gid] = f"correct {k}"
             else:
                 used[gid] = "solution"
-        elif _is_test(cell) and k is None:
-            # The instructor's solutions pass every test cell in the reference run
-            # (grader.runner.reference_results, made for every module by
-            # tests/test_exercises.py, test cells isolated as here); this run checks
-            # the lessons, and their hidden tests took most of its time (01_grad: 25 of 39 s).
+    # What each varied answer reaches: its names, and the names of every later lesson cell
+    # that reads one of them (`step = make_train_step(...)`), in notebook order.
+    reach = {g: set(names) for g, names in varied.items()}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not _is_test(cell) and not _is_solution(cell):
+            try:
+                read, bound = _read_names(cell.source), _bound_names(cell.source)
+            except SyntaxError:  # IPython magics: nothing of an answer flows through them
+                continue
+            for names in reach.values():
+                if read & names:
+                    names |= bound
+    for cell in nb.cells:
+        if not _is_test(cell):
+            continue
+        gid = _nbgrader(cell)["grade_id"]
+        others = set().union(*(names for g, names in reach.items() if f"test_{g}" != gid))
+        # Cross-exercise reads only: each test cell on its own exercise's variants is
+        # tests/test_exercises.py's, and the hidden tests were most of a run's time
+        # (01_grad: 25 of 39 s).
+        if _read_names(cell.source) & others:
+            cell.source = _isolated(cell.source, gid)
+        else:
             cell.source = ""
-        elif _is_test(cell):
-            cell.source = _isolated(cell.source, meta["grade_id"])
     return nb, used
 
 
@@ -138,18 +188,41 @@ def test_notebook_runs_top_to_bottom(module, k, tmp_path):
                     f"{_first_error(nb)}", pytrace=False)
 
 
-def test_build_run_puts_variant_k_everywhere_and_isolates_tests():
+def test_build_run_puts_variant_k_everywhere_and_empties_tests():
     module = modules()[0]
     nb, used = build_run(module, 0)
     variants = load_variants(module)
     sols = {_nbgrader(c)["grade_id"]: c.source for c in nb.cells if _is_solution(c)}
     assert sols and all(sols[g] == variants[g]["correct"][0] for g in sols if g in variants)
     assert all(v == "correct 0" for g, v in used.items() if variants.get(g, {}).get("correct"))
-    tests = [c.source for c in nb.cells if _is_test(c)]
-    assert tests and all(t.startswith("__test_namespace = dict(globals())") for t in tests)
-    # The isolated cell still holds the test code, hidden part included.
-    original = nbformat.read(source_notebook(module), as_version=4)
-    first = next(c.source for c in original.cells if _is_test(c))
-    assert repr(first) in tests[0]
-    solution_run, _ = build_run(module, None)
+    for k in (None, 0):
+        run, _ = build_run(module, k)
+        assert all(c.source == "" for c in run.cells if _is_test(c))
+
+
+def test_a_test_that_reads_another_exercise_runs_isolated():
+    def cell(source, **nbgrader):
+        c = nbformat.v4.new_code_cell(source)
+        if nbgrader:
+            c.metadata["nbgrader"] = nbgrader
+        return c
+
+    nb = nbformat.v4.new_notebook(cells=[
+        cell("def f(x):\n    return x\n", solution=True, grade=False, grade_id="a"),
+        cell("f(1)\n", solution=False, grade=True, grade_id="test_a"),
+        cell("g = f(2) + 1\n"),  # a lesson: g carries a's answer
+        cell("def h(x):\n    return 2 * x\n", solution=True, grade=False, grade_id="b"),
+        cell("h(g)\n", solution=False, grade=True, grade_id="test_b"),
+        cell("f = lambda x: x\nf(3)\n", solution=False, grade=True, grade_id="test_c"),
+    ])
+    variants = {"a": {"correct": ["def f(x):\n    return x + 0\n"], "wrong": []}}
+    run, used = _build(nbformat.from_dict(nb), variants, 0)
+    assert used == {"a": "correct 0", "b": "solution"}
+    tests = {_nbgrader(c)["grade_id"]: c.source for c in run.cells if _is_test(c)}
+    # test_b reads g, which a lesson computed from a's variant: it runs, isolated.
+    assert tests["test_b"].startswith("__test_namespace = dict(globals())")
+    assert repr("h(g)\n") in tests["test_b"]
+    # test_a on a's own variant is tests/test_exercises.py's; test_c binds its own f.
+    assert tests["test_a"] == "" and tests["test_c"] == ""
+    solution_run, _ = _build(nbformat.from_dict(nb), variants, None)
     assert all(c.source == "" for c in solution_run.cells if _is_test(c))
