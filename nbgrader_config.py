@@ -21,6 +21,8 @@ c.Grading.notebook_timeout = 600
 c.Grading.memory_mb = 3072
 c.Grading.text_limit = 100_000
 c.Grading.record_chunk = 25
+# Submissions judged per program-judge sandbox: four save three JAX starts of four.
+c.Grading.judge_batch = 4
 
 # Plain nbgrader (nbgrader autograde, validate) uses the same per-cell limit.
 c.Execute.timeout = c.Grading.cell_timeout

@@ -71,36 +71,8 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
     return nb
 
 
-# Programs judged per program-judge run. One run for every candidate of a module (some
-# hundred sharded programs to compile) outlasts the judge's cell timeout on a small
-# machine, and then every program of every candidate fails alike, correct ones too.
-JUDGE_CHUNK = 24
-
-
 def _candidate_of(key: str) -> str:
     return "#".join(key.split("#")[:2])  # gid#k#label -> gid#k
-
-
-def judge_chunks(programs: dict, size: int = JUDGE_CHUNK) -> list[dict]:
-    """``programs`` (keys ``gid#k#label``) in runs of at most ``size`` programs, each
-    candidate's programs in one run (a candidate with more gets a run of its own).
-
-    >>> [list(c) for c in judge_chunks({"a#0#x": 1, "a#0#y": 2, "a#1#x": 3}, size=2)]
-    [['a#0#x', 'a#0#y'], ['a#1#x']]
-    """
-    chunks: list[dict] = []
-    current: dict = {}
-    candidate = None
-    for key, value in programs.items():
-        owner = _candidate_of(key)
-        if owner != candidate and len(current) >= size:
-            chunks.append(current)
-            current = {}
-        candidate = owner
-        current[key] = value
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
@@ -155,10 +127,7 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     for (gid, k), cell in cells.items():
         for key, rec in _programs.to_judge({f"test_{gid}": cell}, reference).items():
             programs[f"{gid}#{k}#{key}"] = dataclasses.replace(rec, label=f"{gid}#{k}#{key}")
-    derived_all = {}
-    for chunk in judge_chunks(programs):
-        derived_all.update(_programs.judge_split(chunk, limits, cache=cache,
-                                                 owner=_candidate_of))
+    derived_all = _programs.judge_owned(programs, limits, cache=cache, owner=_candidate_of)
     for (gid, k), cell in cells.items():
         prefix = f"{gid}#{k}#"
         derived = {key[len(prefix):]: obs for key, obs in derived_all.items()

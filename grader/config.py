@@ -45,6 +45,9 @@ class Grading(Configurable):
                                 "while the batch runs.").tag(config=True)
     workers = Int(0, help="Parallel sandboxes on this machine; 0: one per core."
                   ).tag(config=True)
+    judge_batch = Int(4, min=1, help="Submissions whose exported programs one program-judge "
+                                     "sandbox judges (each such sandbox starts JAX; 1: one "
+                                     "per submission, verdicts soonest).").tag(config=True)
     seed = Int(20261203, help="Seed of the inputs hidden checks draw (autograder.draw): "
                               "the reference run and every submission draw the same ones. "
                               "Change it per term so last term's inputs say nothing."

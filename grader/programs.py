@@ -107,6 +107,44 @@ def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
             **judge_split(rest, limits, cache=cache, owner=owner)}
 
 
+# Programs per program-judge run. One run for every candidate of a module (some
+# hundred sharded programs to compile) outlasts the judge's cell timeout on a small
+# machine, and then every program of every candidate fails alike, correct ones too.
+JUDGE_CHUNK = 24
+
+
+def judge_chunks(programs: dict, owner, size: int = JUDGE_CHUNK) -> list[dict]:
+    """``programs`` in runs of at most ``size`` programs, each owner's programs in one
+    run (an owner with more gets a run of its own).
+
+    >>> owner = lambda key: key.split("#")[0]
+    >>> [list(c) for c in judge_chunks({"a#x": 1, "a#y": 2, "b#x": 3}, owner, size=2)]
+    [['a#x', 'a#y'], ['b#x']]
+    """
+    chunks: list[dict] = []
+    current: dict = {}
+    last = None
+    for key, value in programs.items():
+        if owner(key) != last and len(current) >= size:
+            chunks.append(current)
+            current = {}
+        last = owner(key)
+        current[key] = value
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def judge_owned(programs: dict[str, _wire.Record], limits, *, owner, cache=None,
+                size: int = JUDGE_CHUNK) -> dict[str, _wire.Observation]:
+    """The programs of many owners (candidates, submissions), judged in as few runs as
+    :func:`judge_chunks` allows, each run split by owner when it fails as a whole."""
+    derived: dict[str, _wire.Observation] = {}
+    for chunk in judge_chunks(programs, owner, size):
+        derived.update(judge_split(chunk, limits, cache=cache, owner=owner))
+    return derived
+
+
 def judge_failures(derived: dict[str, _wire.Observation]) -> list[str]:
     """The judge's own failures among ``derived``: ``["key: reason", ...]``."""
     return [f"{key}: {obs.error}" for key, obs in derived.items()

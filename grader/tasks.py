@@ -22,9 +22,8 @@ class Job:
     student: str
     sources: dict  # notebook name -> source notebook JSON
     submissions: dict  # notebook name -> submitted notebook JSON
-    reference: dict  # notebook name -> {"files": {result file: hex}, "derived": hex}
     limits: dict
-    cache: str | None = None  # JAX compilation cache the reference run filled
+    cache: str | None = None  # JAX compilation cache the reference run filled (read-only)
     stub: str = ""  # what replaces a missing solution (ClearSolutions.code_stub)
     max_runs: int = 5
     text_limit: int = 100_000
@@ -57,11 +56,24 @@ def _derived_from_hex(text: str | None) -> dict:
     return {rec.label: rec.observed for rec in cell.records}
 
 
-def grade_task(job: Job) -> dict:
-    """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
+@dataclasses.dataclass(frozen=True)
+class JudgeBatch:
+    """Runs of several submissions of one assignment, judged together: their programs
+    in as few program-judge sandboxes as possible (each such sandbox starts JAX, about
+    as long as judging one submission's programs takes)."""
+
+    reference: dict  # notebook name -> {"files": {result file: hex}, "derived": hex}
+    tests: dict  # notebook name -> [test id, ...]
+    limits: dict
+    runs: list  # run_task results
+    cache: str | None = None
+
+
+def run_task(job: Job) -> dict:
+    """Runs one submission in the sandbox (and applies the tampering policy); its
+    records are judged by :func:`judge_task`. Never touches the gradebook."""
     from grader import notebook as _nb
     from grader import policy as _policy
-    from grader import programs as _programs
     from grader import runner as _runner
     from grader import sandbox as _sandbox
 
@@ -69,39 +81,83 @@ def grade_task(job: Job) -> dict:
     limits = _sandbox.Limits(**job.limits)
     bundles, held_all = {}, {}
     for name, source in job.sources.items():
-        tests = _nb.test_ids(source)
-        reference, reference_derived = _decoded_reference(job.reference[name], tests)
         own = _nb.submitted_solutions(source)
         stubs = {g: _nb.stub_source(s, job.stub or _nb.DEFAULT_STUB) for g, s in own.items()}
         solutions = _nb.submitted_solutions(job.submissions[name], wanted=set(own))
         held = _policy.held_tests(source, solutions)
         held_all.update(held)
-        held_solutions = {g: "; ".join(r[:5])
-                          for g, r in _policy.held_exercises(source, solutions).items()}
         rebuilt = _nb.rebuild(source, solutions, stubs)
         cache = Path(job.cache) if job.cache and Path(job.cache).is_dir() else None
         bundle = _runner.run_rebuilt(rebuilt, limits, cache=cache, max_runs=job.max_runs,
                                      text_limit=job.text_limit, seed=job.seed)
         bundle["seed"] = job.seed
-        student = _runner.decode_all(bundle["files"], tests)
-        derived = _programs.judge_split(_programs.to_judge(student, reference), limits,
-                                        cache=cache)
-        # The judge itself failed (a program that compiles past the limit, a crash): the
-        # checks on those programs fail, and the submission is listed for attention, as
-        # a cell that timed out is, never graded quietly.
-        failures = _programs.judge_failures(derived)
-        if failures:
-            bundle["incidents"].append({"reason": "program_judge", "cell": None,
-                                        "detail": "; ".join(failures)[:500]})
-        bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference, derived=derived,
-                                                  reference_derived=reference_derived,
-                                                  held=held)
-        bundle["held_solutions"] = held_solutions
-        del bundle["files"]
+        bundle["held_tests"] = held
+        bundle["held_solutions"] = {g: "; ".join(r[:5])
+                                    for g, r in _policy.held_exercises(source, solutions).items()}
         bundle["rebuilt"] = rebuilt
         bundles[name] = bundle
     return {"student": job.student, "bundles": bundles, "held": held_all,
             "seconds": time.monotonic() - start}
+
+
+def judge_task(batch: JudgeBatch) -> list[dict]:
+    """Judges the runs of :class:`JudgeBatch` outside their sandboxes: every run's
+    programs in shared program-judge runs (a run that fails as a whole is split down to
+    the submission that failed it), then each test cell's records against the
+    reference's. Returns the runs, graded, in order."""
+    from grader import programs as _programs
+    from grader import runner as _runner
+    from grader import sandbox as _sandbox
+
+    start = time.monotonic()
+    limits = _sandbox.Limits(**batch.limits)
+    cache = Path(batch.cache) if batch.cache and Path(batch.cache).is_dir() else None
+    runs = [dict(run, bundles=dict(run["bundles"])) for run in batch.runs]
+    for name, tests in batch.tests.items():
+        reference, reference_derived = _decoded_reference(batch.reference[name], tests)
+        programs = {}
+        for i, run in enumerate(runs):
+            student = _runner.decode_all(run["bundles"][name]["files"], tests)
+            for key, rec in _programs.to_judge(student, reference).items():
+                programs[f"{i}#{key}"] = dataclasses.replace(rec, label=f"{i}#{key}")
+        derived_all = _programs.judge_owned(programs, limits, cache=cache,
+                                            owner=lambda key: key.split("#", 1)[0])
+        for i, run in enumerate(runs):
+            bundle = dict(run["bundles"][name])
+            derived = {key.split("#", 1)[1]: obs for key, obs in derived_all.items()
+                       if key.split("#", 1)[0] == str(i)}
+            # The judge itself failed (a program that compiles past the limit, a crash):
+            # the checks on those programs fail, and the submission is listed for
+            # attention, as a cell that timed out is, never graded quietly.
+            failures = _programs.judge_failures(derived)
+            bundle["incidents"] = list(bundle["incidents"])
+            if failures:
+                bundle["incidents"].append({"reason": "program_judge", "cell": None,
+                                            "detail": "; ".join(failures)[:500]})
+            bundle["verdicts"] = _runner.judge_bundle(bundle, tests, reference,
+                                                      derived=derived,
+                                                      reference_derived=reference_derived,
+                                                      held=bundle.pop("held_tests"))
+            del bundle["files"]
+            run["bundles"][name] = bundle
+    judged = time.monotonic() - start
+    for run in runs:
+        run["seconds"] += judged  # each waited for the whole judge run
+    return runs
+
+
+def judge_batch(job: Job, runs: list[dict], reference: dict, cache: str | None) -> JudgeBatch:
+    """The :class:`JudgeBatch` of ``runs`` (run_task results of jobs like ``job``)
+    against ``reference`` (:func:`_reference`'s), with the compilation cache it filled."""
+    from grader import notebook as _nb
+
+    return JudgeBatch(reference=reference, limits=job.limits, runs=runs, cache=cache,
+                      tests={name: _nb.test_ids(source) for name, source in job.sources.items()})
+
+
+def grade_task(job: Job, reference: dict) -> dict:
+    """Runs one submission in the sandbox and judges it. Never touches the gradebook."""
+    return judge_task(judge_batch(job, [run_task(job)], reference, job.cache))[0]
 
 
 def reference_key(course: Path, assignment: str, name: str, limits, seed=None) -> str:

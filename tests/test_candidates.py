@@ -9,7 +9,7 @@ from grader import candidates, programs
 
 def test_judge_chunks_keep_each_candidate_in_one_run():
     todo = {f"gid#{k}#p{i}": (k, i) for k in range(5) for i in range(2)}
-    chunks = candidates.judge_chunks(todo, size=3)
+    chunks = programs.judge_chunks(todo, candidates._candidate_of, size=3)
     assert [len(c) for c in chunks] == [4, 4, 2]
     for chunk in chunks:
         owners = {key.rsplit("#", 1)[0] for key in chunk}

@@ -30,6 +30,7 @@ import pytest
 
 from grader import sandbox as _sandbox
 from grader.course import nbgrader_db_url, run_nbgrader
+from grader.config import Grading
 from grader.pipeline import grade_assignment, grading_dir, read_ledger
 from grader.tools.submission import build_submission
 from tests.corpus import assignment
@@ -223,16 +224,21 @@ def test_dask_cluster_grades_like_local_workers(tmp_path, monkeypatch):
             assert all(a.startswith("tcp://127.0.0.1:") for a in workers)
             with get_task_stream(client=client) as stream:
                 outcomes = grade_assignment(course, A, scheduler=address, limits=LIMITS, show=False)
-            ran = {}
+            ran, judged = {}, {}
             for record in stream.data:
-                if str(record["key"]).startswith("grade_task"):
+                if str(record["key"]).startswith("run_task"):
                     ran[record["key"]] = record["worker"]
+                elif str(record["key"]).startswith("judge_task"):
+                    judged[record["key"]] = record["worker"]
         scores = {s: o.score for s, o in outcomes.items()}
         assert scores == {s: _expected(s) for s in students}, outcomes
         assert all(o.status == "graded" and o.phase == "recorded" and o.max_score == 3
                    for o in outcomes.values()), outcomes
         assert _gradebook_scores(course, students) == scores
-        assert len(ran) == len(students), ran  # one task per submission, nothing run twice
+        assert len(ran) == len(students), ran  # one run per submission, nothing run twice
+        # Judged in batches of c.Grading.judge_batch runs (one program-judge start per
+        # batch), on the cluster too.
+        assert len(judged) == -(-len(students) // Grading().judge_batch), judged
         assert set(ran.values()) == set(workers), f"tasks per worker: {ran}"
     finally:
         _stop(procs[1:])  # workers first (no reconnect attempts), then the scheduler
@@ -358,11 +364,16 @@ def test_postgresql_gradebook(tmp_path, monkeypatch):
 
 # `python -m autograder grade` has no option for a specs folder and the corpus spec
 # lives in tests/corpus/specs: the batch to kill calls grade_assignment as the CLI does.
+# Judged two at a time: the kill comes after a judge batch, with runs of others done
+# or under way and not yet judged.
 _CHILD = """
 import json, sys
 from grader import sandbox as _sandbox
+from grader.config import settings
 from grader.pipeline import grade_assignment
-grade_assignment(sys.argv[1], sys.argv[2], workers=1, show=False,
+cfg = settings(sys.argv[1])
+cfg.judge_batch = 2
+grade_assignment(sys.argv[1], sys.argv[2], workers=1, show=False, cfg=cfg,
                  limits=_sandbox.Limits(**json.loads(sys.argv[4])))
 """
 
