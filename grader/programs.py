@@ -88,23 +88,29 @@ def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
 
 
 def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
-                owner=lambda key: key) -> dict[str, _wire.Observation]:
+                owner=lambda key: key, then=None) -> dict[str, _wire.Observation]:
     """:func:`judge`, and when its run fails as a whole (a timeout, a crash: every
     program gets the judge's error), each half of the owners' programs again, down to one
     owner: a slow or crashing program costs only its owner's checks, not every program
     judged beside it. ``owner(key)`` groups the programs that must stay together (one
     candidate's programs in the mutation harness; each program on its own by default).
+    ``then``: how one owner's programs are split further when they fail alone (the
+    pipeline splits by submission, then by program).
     """
     derived = judge(programs, limits, cache=cache)
     owners = list(dict.fromkeys(owner(k) for k in programs))
     failed = all(getattr(o, "error_type", None) == "ProgramJudge" for o in derived.values())
-    if not failed or len(owners) < 2:
+    if not failed:
+        return derived
+    if len(owners) < 2:
+        if then is not None and len(programs) > 1:
+            return judge_split(programs, limits, cache=cache, owner=then)
         return derived
     half = set(owners[:len(owners) // 2])
     first = {k: v for k, v in programs.items() if owner(k) in half}
     rest = {k: v for k, v in programs.items() if k not in first}
-    return {**judge_split(first, limits, cache=cache, owner=owner),
-            **judge_split(rest, limits, cache=cache, owner=owner)}
+    return {**judge_split(first, limits, cache=cache, owner=owner, then=then),
+            **judge_split(rest, limits, cache=cache, owner=owner, then=then)}
 
 
 # Programs per program-judge run. One run for every candidate of a module (some
@@ -135,13 +141,14 @@ def judge_chunks(programs: dict, owner, size: int = JUDGE_CHUNK) -> list[dict]:
     return chunks
 
 
-def judge_owned(programs: dict[str, _wire.Record], limits, *, owner, cache=None,
+def judge_owned(programs: dict[str, _wire.Record], limits, *, owner, then=None, cache=None,
                 size: int = JUDGE_CHUNK) -> dict[str, _wire.Observation]:
     """The programs of many owners (candidates, submissions), judged in as few runs as
-    :func:`judge_chunks` allows, each run split by owner when it fails as a whole."""
+    :func:`judge_chunks` allows, each run split by owner (and ``then``, see
+    :func:`judge_split`) when it fails as a whole."""
     derived: dict[str, _wire.Observation] = {}
     for chunk in judge_chunks(programs, owner, size):
-        derived.update(judge_split(chunk, limits, cache=cache, owner=owner))
+        derived.update(judge_split(chunk, limits, cache=cache, owner=owner, then=then))
     return derived
 
 

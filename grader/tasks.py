@@ -120,8 +120,11 @@ def judge_task(batch: JudgeBatch) -> list[dict]:
             student = _runner.decode_all(run["bundles"][name]["files"], tests)
             for key, rec in _programs.to_judge(student, reference).items():
                 programs[f"{i}#{key}"] = dataclasses.replace(rec, label=f"{i}#{key}")
+        # Split by submission, then by program: a program that crashes or outlasts the
+        # judge costs only its own checks.
         derived_all = _programs.judge_owned(programs, limits, cache=cache,
-                                            owner=lambda key: key.split("#", 1)[0])
+                                            owner=lambda key: key.split("#", 1)[0],
+                                            then=lambda key: key)
         for i, run in enumerate(runs):
             bundle = dict(run["bundles"][name])
             derived = {key.split("#", 1)[1]: obs for key, obs in derived_all.items()

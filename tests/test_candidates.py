@@ -50,3 +50,16 @@ def test_one_submissions_programs_are_split_one_by_one(runs):
     out = programs.judge_split(todo, "limits")
     assert out["test_a/0"] == "derived x" and out["test_b/1"] == "derived y"
     assert programs.judge_failures(out) == ["test_b/0: timeout"]
+
+
+def test_a_judge_batch_is_split_by_submission_then_by_program(runs):
+    # The pipeline's judge task: programs of three submissions (0, 1, 2) in one run.
+    todo = {"0#test_a/0": "x", "1#test_a/0": "y", "1#test_b/0": "slow", "1#test_b/1": "z",
+            "2#test_a/0": "w"}
+    out = programs.judge_owned(todo, "limits", owner=lambda k: k.split("#", 1)[0],
+                               then=lambda k: k)
+    assert programs.judge_failures(out) == ["1#test_b/0: timeout"]
+    assert {k: v for k, v in out.items() if k != "1#test_b/0"} == {
+        "0#test_a/0": "derived x", "1#test_a/0": "derived y", "1#test_b/1": "derived z",
+        "2#test_a/0": "derived w"}
+    assert runs[0] == sorted(todo)  # one run for the batch while nothing fails
