@@ -88,21 +88,27 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
 
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
           reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
-          kernel_too: dict[str, set[int]] | None = None) -> dict[tuple[str, int], Result]:
+          kernel_too: dict[str, set[int]] | None = None,
+          cell_timeout: float | None = None) -> dict[tuple[str, int], Result]:
     """Verdicts, kernel and trusted, on every candidate: ``{(grade_id, index): Result}``.
 
     ``reference``/``reference_derived``: the decoded reference run and its programs, as
     the pipeline computes them (``grader.tasks._reference``). ``kernel_too``: the
     candidates also judged as the student's kernel judges them (default: all); the
-    others get ``kernel = {"passed": None}``.
+    others get ``kernel = {"passed": None}``. ``cell_timeout``: seconds one cell of the
+    candidates' notebook may run (default: ``limits.cell_timeout``, the grading limit);
+    a candidate that runs past it fails as a timeout. The program judge keeps
+    ``limits``.
     """
+    run_limits = limits if cell_timeout is None else dataclasses.replace(
+        limits, cell_timeout=cell_timeout)
     skipped: dict[tuple[str, int], str] = {}
     files: dict[str, bytes] = {}
     done: set[tuple[str, int]] = set()
     for _ in range(max_runs):
         # A rerun runs the notebook again but only the candidates with no results yet.
         nb = candidate_notebook(source_nb, candidates, set(skipped) | done, kernel_too)
-        result = _sandbox.run_notebook(nb, limits=limits, collect=_files(candidates),
+        result = _sandbox.run_notebook(nb, limits=run_limits, collect=_files(candidates),
                                        cache=cache)
         files.update(result.files)
         done |= {(gid, k) for gid, sources in candidates.items() for k in range(len(sources))

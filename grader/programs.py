@@ -116,7 +116,9 @@ def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
 # Programs per program-judge run. One run for every candidate of a module (some
 # hundred sharded programs to compile) outlasts the judge's cell timeout on a small
 # machine, and then every program of every candidate fails alike, correct ones too.
-JUDGE_CHUNK = 24
+# Each run starts JAX (about 2 s on 2 cores); 24 programs took 3-10 s (10_pallas's
+# candidates, the slowest), so 48 stays far inside the 60 s cell limit.
+JUDGE_CHUNK = 48
 
 
 def judge_chunks(programs: dict, owner, size: int = JUDGE_CHUNK) -> list[dict]:

@@ -63,3 +63,29 @@ def test_a_judge_batch_is_split_by_submission_then_by_program(runs):
         "0#test_a/0": "derived x", "1#test_a/0": "derived y", "1#test_b/1": "derived z",
         "2#test_a/0": "derived w"}
     assert runs[0] == sorted(todo)  # one run for the batch while nothing fails
+
+
+def test_candidate_cells_get_their_own_limit_and_the_judge_keeps_the_grading_one(monkeypatch):
+    from grader.sandbox.limits import Limits
+
+    seen = {}
+
+    def run_notebook(nb, *, limits, collect, cache):
+        seen["candidates"] = limits.cell_timeout
+        return SimpleNamespace(files={}, failure="", failed_cell=None)
+
+    def judge_owned(todo, limits, **kwargs):
+        seen["judge"] = limits.cell_timeout
+        return {}
+
+    monkeypatch.setattr(candidates._sandbox, "run_notebook", run_notebook)
+    monkeypatch.setattr(candidates._programs, "judge_owned", judge_owned)
+    source = {"cells": [
+        {"cell_type": "code", "source": "def f():\n    return 1\n",
+         "metadata": {"nbgrader": {"solution": True, "grade_id": "a"}}},
+        {"cell_type": "code", "source": "assert f() == 1\n",
+         "metadata": {"nbgrader": {"grade": True, "grade_id": "test_a", "points": 1}}}]}
+    out = candidates.grade(source, {"a": ["def f():\n    return 2\n"]}, {}, {},
+                           Limits(cell_timeout=60.0), cell_timeout=5.0)
+    assert seen == {"candidates": 5.0, "judge": 60.0}
+    assert out[("a", 0)].kernel == {"passed": False, "message": "no verdict came back"}

@@ -30,6 +30,11 @@ from grader.tools.mutants import THRESHOLD, Row, _diff, print_table
 from tests.conftest import REPO, modules
 
 MUTANTS = 12
+# Seconds one candidate's cell may run. The grading limit (60 s) is for students' slow
+# honest answers; here the slowest correct candidate took 5.9 s (08_autodiff, two
+# modules judged at once on 2 cores), and every designed hang (05_control_flow's wrong
+# fixed_point, a loop that never stops) cost the whole limit plus a rerun.
+CANDIDATE_CELL_TIMEOUT = 20.0
 pytestmark = pytest.mark.notebook
 
 
@@ -57,7 +62,8 @@ def judged(request, tmp_path_factory):
     kernel_too = {gid: {k for k, (kind, _, _) in enumerate(entries) if kind != "mutant"}
                   for gid, entries in kinds.items()}
     results = candidates.grade(source, chosen, reference, derived, limits,
-                               cache=cache_dir(course, module), kernel_too=kernel_too)
+                               cache=cache_dir(course, module), kernel_too=kernel_too,
+                               cell_timeout=CANDIDATE_CELL_TIMEOUT)
     return {"module": module, "source": source, "kinds": kinds, "results": results}
 
 
