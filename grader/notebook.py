@@ -8,7 +8,8 @@ deleted test cells and extra files of the submission change nothing.
 
 In the sandbox every graded test cell runs its whole source (visible and hidden
 checks: the exercise's single definition) through ``autograder._check.run_test_cell``,
-in a private namespace, recording what each check observed; try-it cells do not run.
+in a private namespace, recording what each check observed; try-it cells do not run,
+nor do lesson cells that nothing graded depends on (``grader.lessons``).
 """
 from __future__ import annotations
 
@@ -124,13 +125,19 @@ def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = 
     The first code cell (the locked setup) starts by switching the check library to
     ``role`` (``"student"``: record what the student's code produced; ``"reference"``:
     also what the references expect). Cell indices stay those of ``rebuilt``.
-    Try-it cells are left out; ``skipped`` cells (a previous run hung or crashed
-    there) and ``skipped_tests`` are replaced by a comment.
+    Try-it cells and the lesson cells nothing graded depends on
+    (:func:`grader.lessons.needed_cells`) are left out; ``skipped`` cells (a previous
+    run hung or crashed there) and ``skipped_tests`` are replaced by a comment.
     """
+    from grader.lessons import needed_cells
+
     nb = copy.deepcopy(rebuilt)
     cells = nb["cells"]
+    needed, _ = needed_cells(rebuilt)
     for index, cell in enumerate(cells):
-        if skipped and index in skipped:
+        if cell.get("cell_type") == "code" and index not in needed:
+            cell["source"] = ""
+        elif skipped and index in skipped:
             cell["source"] = f"# not run by the grader: {skipped[index]}\n"
         elif is_test(cell):
             test_id = meta(cell)["grade_id"]
@@ -138,8 +145,6 @@ def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = 
             cell["source"] = ("" if test_id in skipped_tests else
                               "from autograder._check import run_test_cell as _jaxcourse_test\n"
                               f"_jaxcourse_test({test_id!r}, {text(cell['source'])!r}, globals())\n")
-        elif is_try_it(cells, index):
-            cell["source"] = ""
     # The whole check library is imported here, before any student code: the references
     # it captures at import (numpy functions, the jit type) are the real ones.
     switch = ("import autograder, autograder._check\n"

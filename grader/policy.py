@@ -132,7 +132,7 @@ class _Scan(ast.NodeVisitor):
                 self.flag(node, f"calls {func.id}() with a computed attribute name")
             if func.id in ("setattr", "delattr") and node.args and self._is_module(node.args[0]):
                 self.flag(node, f"calls {func.id}() on a module")
-            if func.id == "open" and _opens_for_writing(node):
+            if func.id == "open" and opens_for_writing(node):
                 self.flag(node, "opens a file for writing")
             if func.id == "get_ipython":
                 self.flag(node, "calls get_ipython()")
@@ -148,7 +148,7 @@ class _Scan(ast.NodeVisitor):
     # attributes ----------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        root = _root(node)
+        root = root_name(node)
         if attr in _DUNDERS:
             self.flag(node, f"uses {attr}")
         if attr in _FRAME_ATTRS:
@@ -162,7 +162,7 @@ class _Scan(ast.NodeVisitor):
         if root == "jax" and attr in _JAX_PRIVATE and isinstance(node.value, ast.Name):
             self.flag(node, f"uses jax.{attr}")
         if isinstance(node.ctx, (ast.Store, ast.Del)) and self._is_module(node.value):
-            self.flag(node, f"rebinds the library attribute {_dotted(node)}")
+            self.flag(node, f"rebinds the library attribute {dotted(node)}")
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -186,27 +186,34 @@ class _Scan(ast.NodeVisitor):
                 self.flag(node, f"rebinds {name}, a name the notebook's checks use")
 
     def _is_module(self, node: ast.AST) -> bool:
-        root = _root(node)
+        root = root_name(node)
         return root is not None and (root in self.modules or root in _LIBRARY_ALIASES)
 
 
-def _root(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+def root_name(node: ast.AST, through_calls: bool = True) -> str | None:
+    """The name an expression hangs from: ``x`` of ``x.a[0]``, and with
+    ``through_calls`` of ``x.f().b`` (a method's receiver); else None."""
+    kinds = (ast.Attribute, ast.Subscript, ast.Call) if through_calls else (
+        ast.Attribute, ast.Subscript)
+    while isinstance(node, kinds):
         node = node.value if not isinstance(node, ast.Call) else node.func
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` of a Name/Attribute chain; ``""`` for anything else."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
-    return ".".join(reversed(parts))
+        return ".".join(reversed(parts))
+    return ""
 
 
-def _opens_for_writing(node: ast.Call) -> bool:
+def opens_for_writing(node: ast.Call) -> bool:
+    """Whether ``open(...)`` may write: a mode with w, a, x or +, or a computed one."""
     mode = node.args[1] if len(node.args) > 1 else next(
         (k.value for k in node.keywords if k.arg == "mode"), None)
     if mode is None:
