@@ -82,7 +82,8 @@ def _main(argv: list[str] | None = None) -> int:
 
         parser.add_argument("assignment")
         parser.add_argument("--workers", type=int, default=None,
-                            help="parallel sandboxes on this machine (default: all cores)")
+                            help="parallel sandboxes on this machine (default: c.Grading.workers; "
+                                 "0 there: one and a half per core, as memory allows)")
         parser.add_argument("--scheduler", default=None,
                             help="address of a Dask scheduler (tcp://host:8786) to run on")
         parser.add_argument("--force", action="store_true",

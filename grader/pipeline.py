@@ -32,7 +32,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import json
-import os
 import shutil
 import time
 import uuid
@@ -110,7 +109,7 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
     course = Path(course).resolve()
     cfg = cfg or settings(course)
     limits = limits or cfg.limits()
-    workers = workers or cfg.workers or os.cpu_count() or 1
+    workers = workers or cfg.sandboxes()
     console = Console()
     started = time.monotonic()
     if allow_unsandboxed:

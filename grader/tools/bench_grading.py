@@ -109,11 +109,13 @@ def plain(tmp: Path, assignment: str, size: int) -> dict:
             "graded": len(stamps)}
 
 
-def pipeline(tmp: Path, assignment: str, size: int, *, workers: int, name: str = "pipeline",
-             scheduler: str | None = None) -> dict:
+def pipeline(tmp: Path, assignment: str, size: int, *, workers: int | None,
+             name: str = "pipeline", scheduler: str | None = None) -> dict:
+    from grader.config import settings
     from grader.pipeline import grade_assignment
 
     course, kinds = _course(tmp, name, assignment, size)
+    workers = workers or settings(course).sandboxes()
     start = time.perf_counter()
     outcomes = grade_assignment(course, assignment, workers=workers, scheduler=scheduler,
                                 show=False)
@@ -140,7 +142,7 @@ def _stats(values: list[float]) -> dict:
 def throughput(assignment: str, size: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         base = plain(Path(tmp), assignment, size)
-        fast = pipeline(Path(tmp), assignment, size, workers=os.cpu_count() or 1)
+        fast = pipeline(Path(tmp), assignment, size, workers=None)  # the grader's default
     honest = [s for s, k in base["kinds"].items() if not k.startswith("broken")]
     mismatches = {s: (base["scores"].get(s), fast["scores"].get(s)) for s in honest
                   if base["scores"].get(s) != fast["scores"].get(s)}
