@@ -20,10 +20,12 @@ reading the cells from the last one back, a lesson cell runs when
 Names follow Python's scope rules (a function's parameters and locals, and a
 comprehension's variables, are not the notebook's names). A cell that does not parse
 (an IPython magic) runs; a notebook whose code declares ``global`` names or reads
-IPython's output history (``_``, ``Out``) runs whole. Solution sources come from the
-submission, so each run has its own set; the reference run's comes from the
-instructor's solutions. Test cells run in a copy of the namespace (source/README.md),
-and try-it cells never run when graded.
+IPython's output history (``_``, ``Out``) runs whole. An import binds its names and
+nothing else: a cell that reaches a submodule through another cell's import of it
+(``jax.experimental.pallas`` through ``jax``) must import it itself. Solution sources
+come from the submission, so each run has its own set; the reference run's comes from
+the instructor's solutions. Test cells run in a copy of the namespace
+(source/README.md), and try-it cells never run when graded.
 """
 from __future__ import annotations
 
