@@ -83,7 +83,7 @@ check-release: $(STAMP)
 	python -m autograder release --check $(ASSIGNMENTS)
 
 # Grades everything in submitted/<student>/<assignment>/ into the gradebook, sandboxed:
-# WORKERS=N (default: c.Grading.workers, 1.5 per core), SCHEDULER=tcp://host:8786 for a Dask cluster,
+# WORKERS=N (default: 1.5 per core, c.Grading.workers), SCHEDULER=tcp://host:8786 for Dask,
 # ALLOW_UNSANDBOXED=1 where bubblewrap is missing (trusted notebooks only).
 autograde: $(STAMP)
 	@for a in $(ASSIGNMENTS); do \

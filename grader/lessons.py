@@ -312,13 +312,15 @@ class _Cell:
 
 def needed_cells(rebuilt: dict) -> tuple[dict[int, str], str]:
     """``{index: why}`` of the code cells a graded run of ``rebuilt`` executes, and
-    why every cell runs when the analysis gives up (else ``""``).
+    why every cell but the try-it cells runs when the analysis gives up (else ``""``).
 
     ``rebuilt`` is the notebook that runs (:func:`grader.notebook.rebuild`): its
     solution cells hold the submission's sources.
     """
     cells = rebuilt["cells"]
-    code = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"]
+    # Try-it cells never run when graded, not even when the analysis gives up.
+    code = [i for i, c in enumerate(cells)
+            if c.get("cell_type") == "code" and not _nb.is_try_it(cells, i)]
     every = dict.fromkeys(code, "runs")
     facts = {i: _Cell(_nb.text(cells[i].get("source"))) for i in code}
     for i in code:
@@ -336,8 +338,6 @@ def needed_cells(rebuilt: dict) -> tuple[dict[int, str], str]:
     needed: set[str] = set()
     for i in reversed(code):
         cell, f = cells[i], facts[i]
-        if _nb.is_try_it(cells, i):
-            continue
         changed = f.changes - modules
         for name in f.calls_with.keys() & changers:
             changed |= f.calls_with[name] - modules

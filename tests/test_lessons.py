@@ -111,8 +111,8 @@ def test_global_names_or_output_history_run_the_whole_notebook(where, source):
     nb = (_notebook([BASE, source]) if where == "lesson"
           else _notebook([BASE, "seen = None\n"], solution=source))
     keep, why = needed_cells(nb)
-    assert why and set(keep) == {i for i, c in enumerate(nb["cells"])
-                                 if c["cell_type"] == "code"}
+    assert why and set(keep) == {i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+                                 and not _nb.is_try_it(nb["cells"], i)}
 
 
 def test_try_it_cells_never_run():
