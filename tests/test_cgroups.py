@@ -286,6 +286,30 @@ def test_watchdog_stops_a_bomb(code, kind, tmp_path):
     assert elapsed < 30 and dog.samples > 0
 
 
+# 150 MiB written, then three forks that share it and wait: their RSS sums to 600 MiB,
+# the memory they use is 150 MiB.
+_SHARED = """
+import os, time
+block = bytearray(150 << 20)
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(1.0)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_watchdog_counts_pages_shared_by_forks_once(tmp_path):
+    limits = Limits(memory_mb=400, tasks=40)
+    dog, exit_code, _ = _watched(_SHARED, tmp_path, limits)
+    assert exit_code == 0 and dog.stop() is None, (exit_code, dog.stop())
+    assert dog.peak is not None and dog.peak <= limits.memory_mb, dog.peak
+
+
 def test_watchdog_address_space_limit_refuses_a_huge_allocation(tmp_path):
     dog, exit_code, _ = _watched("bytearray(10 << 30)", tmp_path, Limits(memory_mb=200))
     assert exit_code == 1 and dog.stop() is None  # MemoryError at once, nothing to kill

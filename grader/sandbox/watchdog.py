@@ -4,8 +4,13 @@ plus the resource limits (rlimits) that JAX survives.
 Every ``Limits.watchdog_interval`` (20 ms) a thread in the grader walks the run's
 process tree (``/proc/PID/task/TID/children``, so a sample reads only the sandbox's
 own processes; psutil where that file is missing) and adds up
-- resident memory: ``RssAnon + RssShmem`` of every process (shared pages counted
-  in each process that maps them: it errs towards stopping early),
+- resident memory: ``RssAnon + RssShmem`` of every process, a cheap figure that
+  counts a shared page once per process that maps it. Over the limit, the sample is
+  taken again with ``Pss_Anon + Pss_Shmem`` (``/proc/PID/smaps_rollup``: each shared
+  page split between the processes that share it), and only that figure stops the run:
+  the forks of a fork bomb share the kernel's pages, and their RSS sum had read 1,756
+  MiB under a 1,024 MiB limit while the sandboxes used at most 1,119 (a kernel without
+  those fields keeps the RSS figure),
 - the job folder's size (every file a submission can write is in it, on a
   memory-backed filesystem; see bwrap.py), plus 1 KiB per entry for the inodes,
 - tasks: the threads of every process.
@@ -125,6 +130,24 @@ def _status(pid: int) -> tuple[int, int]:
     return rss, threads
 
 
+def _proportional(pid: int) -> int | None:
+    """Anonymous + shmem bytes of one process with shared pages split between their
+    sharers (PSS); 0 when gone, None where the kernel does not report them."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            fields = {k: int(v.split()[0]) << 10 for k, _, v in (
+                line.partition(":") for line in f) if k in ("Rss", "Pss_Anon", "Pss_Shmem")}
+    except (FileNotFoundError, ProcessLookupError):
+        return 0 if not os.path.exists(f"/proc/{pid}") else None
+    except (OSError, ValueError):  # not ours to read: keep the RSS figure
+        return None
+    if "Rss" not in fields:  # no memory of its own left: a zombie, or gone
+        return 0
+    if len(fields) < 3:  # a kernel without the PSS fields
+        return None
+    return fields["Pss_Anon"] + fields["Pss_Shmem"]
+
+
 def _identity(pid: int) -> tuple[str, int] | None:
     """(state, start time in clock ticks) of a process; None when it is gone."""
     try:
@@ -199,7 +222,13 @@ class Watchdog:
             r, t = _status(pid)
             rss += r
             tasks += t
-        return (rss + folder_bytes(self._job)) / 2**20, tasks, pids
+        files = folder_bytes(self._job)
+        if (rss + files) / 2**20 > self.limits.memory_mb:
+            # Over by the cheap figure: count each shared page once (see the docstring).
+            pss = [_proportional(pid) for pid in pids]
+            if None not in pss:
+                rss = min(rss, sum(pss))
+        return (rss + files) / 2**20, tasks, pids
 
     def _watch(self) -> None:
         interval = self.limits.watchdog_interval
