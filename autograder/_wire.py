@@ -302,22 +302,69 @@ def _json_only(value: Any, depth: int = 0) -> Any:
     raise WireError("facts hold a value that is not JSON")
 
 
+def _arrays(raw_npz: bytes) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` that :func:`dumps` wrote, read with bounded memory.
+
+    Nothing is decompressed: :func:`dumps` stores members uncompressed, so a member
+    that claims any compression (a deflate or bzip2 bomb) is refused from the zip
+    directory before a byte of it is read. Each member's ``.npy`` header is read and
+    its shape and dtype must account for exactly the member's stored bytes, checked
+    before the array is allocated: what is decoded is never larger than the file.
+    """
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(raw_npz))
+        members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError):
+        raise WireError("unreadable results: not an npz file") from None
+    _need(len(members) <= 4 * MAX_LEAVES, "too many arrays")
+    arrays: dict[str, np.ndarray] = {}
+    total = 0
+    for info in members:
+        _need(info.compress_type == zipfile.ZIP_STORED,
+              f"array {info.filename!r} is compressed (results are stored uncompressed)")
+        _need(info.file_size == info.compress_size and info.file_size <= len(raw_npz),
+              f"array {info.filename!r} declares a size its file does not have")
+        total += info.file_size
+        _need(total <= MAX_ARRAY_BYTES + 4096 * len(members), "arrays too large")
+        _need(info.filename.endswith(".npy") and len(info.filename) <= 64,
+              "not an array member")
+        key = info.filename[:-4]
+        try:
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                _need(version in ((1, 0), (2, 0), (3, 0)), "unknown array format")
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(member, max_header_size=10_000)
+                _need(not dtype.hasobject and dtype.fields is None, "object array")
+                _need(len(shape) <= 32, "too many dimensions")
+                nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                _need(nbytes == info.file_size - member.tell(),
+                      f"array {key!r}: its header does not match its size")
+                buffer = np.empty(nbytes, np.uint8)
+                got = member.readinto(memoryview(buffer)) if nbytes else 0
+                _need(got == nbytes, f"array {key!r} is truncated")
+                arrays[key] = buffer.view(dtype).reshape(shape, order="F" if fortran else "C")
+        except WireError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any parse error is a wire error
+            raise WireError(f"unreadable results: {type(err).__name__}") from None
+    return arrays
+
+
 def loads(raw_json: bytes, raw_npz: bytes) -> CellResult:
-    """Decodes what :func:`dumps` wrote, trusting nothing; raises :class:`WireError`."""
+    """Decodes what :func:`dumps` wrote, trusting nothing; raises :class:`WireError`.
+
+    Memory stays bounded by the input: the JSON is refused past ``MAX_JSON_BYTES``
+    before it is parsed, and arrays are read as :func:`_arrays` says.
+    """
     _need(len(raw_json) <= MAX_JSON_BYTES, "results too large")
+    arrays = _arrays(raw_npz)
     try:
         doc = json.loads(raw_json)
-        with np.load(io.BytesIO(raw_npz), allow_pickle=False) as npz:
-            _need(len(npz.files) <= 4 * MAX_LEAVES, "too many arrays")
-            arrays = {}
-            total = 0
-            for key in npz.files:
-                arrays[key] = npz[key]
-                total += arrays[key].nbytes
-                _need(total <= MAX_ARRAY_BYTES, "arrays too large")
-    except WireError:
-        raise
-    except Exception as err:  # noqa: BLE001 - any parse error is a wire error
+    except Exception as err:  # noqa: BLE001 - any parse error (RecursionError too)
         raise WireError(f"unreadable results: {type(err).__name__}") from None
     _need(isinstance(doc, dict), "results are not an object")
     records = doc.get("records")

@@ -134,3 +134,65 @@ def test_deeply_nested_facts_are_refused():
     doc["records"][0]["observed"]["facts"] = deep
     with pytest.raises(_wire.WireError):
         _wire.loads(json.dumps(doc).encode(), raw_npz)
+
+
+def _bomb(compression: int, megabytes: int) -> bytes:
+    """An .npz whose one member is a valid .npy of ``megabytes`` MiB of zeros,
+    compressed (a few hundred KiB on disk)."""
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
+        with archive.open("a0.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(
+                member, {"descr": "<f8", "fortran_order": False,
+                         "shape": (megabytes << 17,)})
+            chunk = bytes(1 << 20)
+            for _ in range(megabytes):
+                member.write(chunk)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("compression", ["deflate", "bzip2"])
+def test_compression_bombs_are_refused_in_bounded_memory(compression):
+    """A member that decompresses to 256 MiB (4x the array cap) is refused from the zip
+    directory: the decoder's memory grows by a small fraction of the file's own size."""
+    import tracemalloc
+    import zipfile
+
+    method = {"deflate": zipfile.ZIP_DEFLATED, "bzip2": zipfile.ZIP_BZIP2}[compression]
+    raw_npz = _bomb(method, 256)
+    assert len(raw_npz) < 2 << 20  # the bomb is small on disk
+    raw_json, _ = _wire.dumps(_cell(_wire.observe_tree({"a": np.arange(3.0)})))
+    tracemalloc.start()
+    try:
+        with pytest.raises(_wire.WireError, match="compressed"):
+            _wire.loads(raw_json, raw_npz)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(raw_npz) + (1 << 20), peak
+
+
+def test_a_header_that_claims_more_than_its_member_holds_is_refused():
+    """Stored, but the .npy header claims 1 TiB: refused before anything is allocated."""
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        with archive.open("a0.npy", "w") as member:
+            np.lib.format.write_array_header_1_0(
+                member, {"descr": "<f8", "fortran_order": False, "shape": (1 << 37,)})
+            member.write(bytes(64))
+    raw_json, _ = _wire.dumps(_cell(_wire.observe_tree({"a": np.arange(3.0)})))
+    with pytest.raises(_wire.WireError, match="does not match"):
+        _wire.loads(raw_json, buffer.getvalue())
+
+
+def test_decoded_arrays_are_writable_and_fortran_order_survives():
+    array = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    buffer = io.BytesIO()
+    np.savez(buffer, a0=array)
+    arrays = _wire._arrays(buffer.getvalue())
+    np.testing.assert_array_equal(arrays["a0"], array)
+    arrays["a0"][0, 0] = 7.0
