@@ -102,6 +102,8 @@ def preflight(course: Path, assignment: str, student: str,
         except json.JSONDecodeError as err:
             return (f"{name} is not valid JSON ({err.msg} at line {err.lineno}, "
                     f"column {err.colno}): a truncated or corrupted upload")
+        except RecursionError:
+            return f"{name} is nested too deeply to be a notebook"
         try:
             nb = nbformat.reads(text, as_version=4)
             nbformat.validate(nb)

@@ -54,7 +54,7 @@ def _progress(job: Path, limit: int) -> list[dict]:
     for line in raw.decode("utf-8", "replace").splitlines():
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # a line the sandbox garbled
             continue
         if isinstance(event, dict):
             events.append(event)
@@ -161,7 +161,7 @@ def run_notebook(nb: dict, *, limits: Limits = Limits(), collect: tuple[str, ...
         if raw_nb is not None:
             try:
                 notebook = json.loads(raw_nb)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past the stack
                 notebook = None
         files = {}
         for name in collect:

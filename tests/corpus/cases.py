@@ -245,6 +245,8 @@ CASES = [
     _case("malformed_missing", "an empty submission folder", mutate="missing",
           expect=attention("malformed")),
     _case("malformed_binary", "bytes that are not UTF-8", mutate="binary", expect=attention("malformed")),
+    _case("malformed_nested", "JSON nested past Python's recursion limit", mutate="nested",
+          expect=attention("malformed")),
 ]
 
 
@@ -298,6 +300,8 @@ def mutate(name: str, nb: dict, folder) -> str | bytes | None:
                                        "text": "x" * 21_000_000}]
     elif name == "missing":
         return b""
+    elif name == "nested":
+        return "[" * 200_000 + "]" * 200_000
     elif name == "binary":
         return b"\xff\xfe\x00garbage" * 100
     return None
