@@ -255,28 +255,83 @@ def _test_cell_ended() -> None:
             pass
 
 
-def run_test_cell(test_id: str, source: str, namespace: dict) -> None:
+def run_test_cell(test_id: str, source: str, namespace: dict, hidden: str = "",
+                  seed: int | None = None) -> None:
     """Runs a test cell's code in a private namespace and writes its records.
 
     The namespace is a copy of the notebook's: what the test defines (inputs,
     references) never becomes a global the student's functions could look up.
+    ``source`` is the visible part, ``hidden`` the hidden tests, run after it in the
+    same scope; the records say where the hidden ones start, so that the grader
+    never shows the student's own text (an exception's message, the reason the test
+    stopped) from them. ``seed`` (``c.Grading.seed``) is set for this cell's draws
+    only, and the cell's source is dropped from the line cache afterwards: what the
+    kernel keeps between cells holds neither.
     """
+    from autograder import _draws
+
+    _forget_test_sources()
     _state.update(records=[], test_id=test_id)
     scope = dict(namespace)
-    stopped = ""
+    stopped, hidden_from = "", None
+    if seed is not None:
+        _draws.set_seed(seed)
     try:
         exec(compile(source, f"<test {test_id}>", "exec"), scope)  # noqa: S102 - the instructor's test
+        if hidden:
+            hidden_from = len(_state["records"])
+            exec(compile(hidden, f"<test {test_id}>", "exec"), scope)  # noqa: S102
     except Exception as err:  # noqa: BLE001 - a stopped test is part of the result
         stopped = f"{type(err).__name__}: {str(err).strip()[:500]}"
     finally:
         _test_cell_ended()
+        if seed is not None:
+            _draws.set_seed(None)
+        _forget_test_sources()
     records, _state["records"] = _state["records"], None
-    raw_json, raw_npz = _wire.dumps(_wire.CellResult(test_id, tuple(records), stopped))
+    if hidden and hidden_from is None:
+        hidden_from = len(records)  # stopped in the visible part: every record is visible
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult(test_id, tuple(records), stopped,
+                                                     hidden_from))
     os.makedirs(_state["out"], exist_ok=True)
     with open(os.path.join(_state["out"], f"{test_id}.npz"), "wb") as f:
         f.write(raw_npz)
     with open(os.path.join(_state["out"], f"{test_id}.json"), "wb") as f:
         f.write(raw_json)
+
+
+_TEST_CALL = "_jaxcourse_test("
+
+
+def _forget_test_sources() -> None:
+    """Drops the running test cell's source from where the kernel keeps a cell's text:
+    IPython's line cache (every cell, history or not), the current execution's info
+    (``displayhook.exec_result``, later ``last_execution_result``) and ipykernel's
+    parent message. Called as the test starts and when it ends, so that no plain
+    attribute a solution can reach holds it; what stays reachable (frames, the
+    process's memory) needs what the tampering policy holds or gives nothing back
+    (the feedback carries none of it: ``grader.nbgrader_plugins``)."""
+    import linecache
+
+    for name, entry in list(linecache.cache.items()):
+        lines = entry[2] if isinstance(entry, tuple) and len(entry) > 2 else None
+        if isinstance(lines, list) and any(_TEST_CALL in line for line in lines[:3]):
+            linecache.cache.pop(name, None)
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        info = getattr(getattr(getattr(shell, "displayhook", None), "exec_result", None),
+                       "info", None)
+        if info is not None and _TEST_CALL in str(getattr(info, "raw_cell", "")):
+            info.raw_cell = info.transformed_cell = ""
+        kernel = getattr(shell, "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+        content = parent.get("content") if isinstance(parent, dict) else None
+        if isinstance(content, dict) and _TEST_CALL in str(content.get("code", "")):
+            content["code"] = ""
+    except Exception:  # noqa: BLE001 - outside IPython, or another IPython: nothing kept
+        pass
 
 
 class NotAFunction(TypeError):

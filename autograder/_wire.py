@@ -97,11 +97,16 @@ class Record:
 
 @dataclasses.dataclass(frozen=True)
 class CellResult:
-    """The records of one test cell, and why it stopped early (if it did)."""
+    """The records of one test cell, and why it stopped early (if it did).
+
+    ``hidden_from`` is the index of the first record of the hidden tests (None: the
+    cell has none). Only the reference run's is trusted.
+    """
 
     test_id: str
     records: tuple
     stopped: str = ""
+    hidden_from: int | None = None
 
 
 # ---------------------------------------------------------------- observing values
@@ -208,6 +213,7 @@ def dumps(cell: CellResult) -> tuple[bytes, bytes]:
     """``(json bytes, npz bytes)`` of a test cell's records."""
     writer = _Writer()
     doc = {"test_id": cell.test_id, "stopped": cell.stopped[:MAX_TEXT],
+           "hidden_from": cell.hidden_from,
            "records": [{"kind": r.kind, "label": r.label[:MAX_TEXT], "params": r.params,
                         "observed": writer.observation(r.observed),
                         "expected": writer.observation(r.expected)} for r in cell.records]}
@@ -379,8 +385,11 @@ def loads(raw_json: bytes, raw_npz: bytes) -> CellResult:
                           label=_text(item.get("label"), "label"),
                           params=_json_only(item["params"]),
                           observed=observed, expected=reader.observation(item.get("expected"))))
+    hidden_from = doc.get("hidden_from")
+    _need(hidden_from is None or (type(hidden_from) is int and 0 <= hidden_from <= len(out)),
+          "bad hidden_from")
     return CellResult(test_id=_text(doc.get("test_id"), "test id", 200), records=tuple(out),
-                      stopped=_text(doc.get("stopped", ""), "stopped"))
+                      stopped=_text(doc.get("stopped", ""), "stopped"), hidden_from=hidden_from)
 
 
 def roundtrip(obs: Observation) -> Observation:

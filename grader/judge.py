@@ -10,10 +10,43 @@ observation.
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import re
 
 from autograder import _check, _wire
 from autograder._feedback import format_failure
+
+# Exception names a message may show from a test cell with hidden tests: Python's own
+# and JAX's. Any other name is the student's to choose (a class named after a secret),
+# so it is shown as "an exception of its own class".
+_KNOWN_ERRORS = {name for name, value in vars(builtins).items()
+                 if isinstance(value, type) and issubclass(value, BaseException)} | {
+    "CheckFailure", "ConcretizationTypeError", "JaxRuntimeError", "KeyReuseError",
+    "NonConcreteBooleanIndexError", "NotAFunction", "TracerArrayConversionError",
+    "TracerBoolConversionError", "TracerIntegerConversionError", "UnexpectedTracerError",
+    "XlaRuntimeError", "GraderError", "WireError", "JaxprTypeError"}
+OWN_CLASS = "an exception of its own class"
+
+
+def safe_error_type(name: str) -> str:
+    """The exception's name when it is Python's or JAX's, else :data:`OWN_CLASS`."""
+    return name if name in _KNOWN_ERRORS else OWN_CLASS
+
+
+def _without_text(observation: _wire.Observation) -> _wire.Observation:
+    """An error observation as a hidden test's message may show it: the exception's
+    kind, not its text (the student's code chose the text, and that code ran beside
+    the hidden tests)."""
+    return dataclasses.replace(observation, error="",
+                               error_type=safe_error_type(observation.error_type))
+
+
+def _stopped(text: str, hidden: bool) -> str:
+    if not hidden:
+        return text
+    name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text or "")
+    return safe_error_type(name.group(0) if name else "")
 
 
 @dataclasses.dataclass
@@ -33,6 +66,18 @@ def decode(files: dict[str, bytes], test_id: str) -> _wire.CellResult | None:
     except _wire.WireError:
         return None
     return cell if cell.test_id == test_id else None
+
+
+def refusal(files: dict[str, bytes], test_id: str) -> str:
+    """Why a test cell's result files were refused ("" when they are missing or fine)."""
+    raw_json, raw_npz = files.get(f"probe/{test_id}.json"), files.get(f"probe/{test_id}.npz")
+    if raw_json is None or raw_npz is None:
+        return ""
+    try:
+        _wire.loads(raw_json, raw_npz)
+    except _wire.WireError as err:
+        return str(err)[:300]
+    return ""
 
 
 def _artifact_facts(observation: _wire.Observation, derived: dict | None, key: str):
@@ -56,9 +101,13 @@ def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
             "the grader got no usable result for this exercise",
             cause="the notebook stopped before the grader's checks ran, "
                   "or the submission interfered with them"))
+    # The student's own text (an exception's message) is never shown from a cell with
+    # hidden tests: that code could read them. Which records are hidden, the
+    # reference says.
+    secret = reference.hidden_from is not None
     for index, ref in enumerate(reference.records):
         if index >= len(student.records):
-            stopped = student.stopped or "the test cell stopped"
+            stopped = _stopped(student.stopped, secret) or "the test cell stopped"
             return Verdict(False, format_failure(
                 f"{ref.label}: this check did not run, because the test stopped earlier "
                 f"({stopped})", section=ref.params.get("section")))
@@ -66,9 +115,10 @@ def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
         # Labels name the student's own parameters (call_signature): only the kind of
         # check must match; the message uses the reference's label.
         if got.kind != ref.kind:
+            theirs = "another check" if secret else repr(got.label)
             return Verdict(False, format_failure(
                 "the grader's checks ran differently on your notebook than on the "
-                f"instructor's (check {index + 1}: expected {ref.label!r}, got {got.label!r})",
+                f"instructor's (check {index + 1}: expected {ref.label!r}, got {theirs})",
                 cause="a function of the exercise changed what the test cell does"))
         key = f"{reference.test_id}/{index}"
         observed = _artifact_facts(got.observed, derived, key)
@@ -81,11 +131,17 @@ def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
             # earns nothing).
             expected = _artifact_facts(ref.observed, reference_derived, key)
         message = _check.explain(ref.kind, observed, expected, ref.label, ref.params)
+        if message and secret and observed.kind == "error":
+            # Judged on the whole observation, explained without the student's text.
+            quiet = _without_text(observed)
+            message = (_check.explain(ref.kind, quiet, expected, ref.label, ref.params)
+                       or _check.explain_error(ref.label, quiet,
+                                               section=ref.params.get("section")))
         if message:
             return Verdict(False, message)
     if student.stopped:
         return Verdict(False, format_failure(
-            f"the test stopped with {student.stopped}",
+            f"the test stopped with {_stopped(student.stopped, secret)}",
             cause="your function returned something the test could not use"))
     return Verdict(True)
 

@@ -4,11 +4,12 @@
 errors only (see its docstring).
 
 ``HideHiddenTests`` runs in ``nbgrader generate_feedback``: it removes the hidden
-test region from test cells (nbgrader's own ClearHiddenTests) and replaces the
+test region from test cells (nbgrader's own ClearHiddenTests), replaces the
 traceback of a failing test cell by the check's message, because IPython prints
-the lines around the failing call, and that call can be a hidden test. The
-messages of the autograder's checks say everything a student needs: what failed,
-expected against got, the likely cause, the fix and the section to reread.
+the lines around the failing call, and that call can be a hidden test, and drops
+every other output (see its docstring). The messages of the autograder's checks say
+everything a student needs: what failed, expected against got, the likely cause, the
+fix and the section to reread.
 """
 from __future__ import annotations
 
@@ -17,14 +18,31 @@ from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor, SaveA
 
 
 class HideHiddenTests(ClearHiddenTests):
-    """Feedback without hidden test code: sources and tracebacks of test cells."""
+    """Feedback that holds no hidden test and nothing the student's code printed.
+
+    - The hidden region is removed from test cells (nbgrader's ClearHiddenTests), and
+      only from them: the marker text in a student's own cell is data, not a marker
+      (nbgrader's preprocessor stops the whole feedback run on it).
+    - A test cell keeps only its error, reduced to its message (IPython prints the
+      lines around the failing call, and that call can be a hidden test). In a graded
+      batch that message is the trusted judge's (``TrustedReplay``).
+    - Every other output is dropped: the student's code ran beside the hidden tests
+      and the grader's seed, and any cell after the first test cell could print what
+      it read there. The student's own notebook keeps their outputs; the instructor's
+      autograded copy keeps them too.
+    """
 
     def preprocess_cell(self, cell, resources, cell_index):
-        cell, resources = super().preprocess_cell(cell, resources, cell_index)
-        if cell.cell_type == "code" and utils.is_grade(cell):
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "error":
-                    out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+        if cell.cell_type != "code":
+            return cell, resources
+        if utils.is_grade(cell) and not utils.is_solution(cell):
+            cell, resources = super().preprocess_cell(cell, resources, cell_index)
+            cell.outputs = [out for out in cell.get("outputs", [])
+                            if out.get("output_type") == "error"]
+            for out in cell.outputs:
+                out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+        else:
+            cell.outputs = []
         return cell, resources
 
 
@@ -93,9 +111,11 @@ class TrustedReplay(NbGraderPreprocessor):
     ``python -m autograder grade`` runs each submission in a sandbox and judges the
     values it returns outside (grader.pipeline). This preprocessor, configured
     only for those runs (the ``JAXCOURSE_BUNDLES`` variable), reads the bundle of the
-    submission: the sandbox's outputs for ordinary cells, and for each graded test
-    cell the trusted verdict: passing test cells keep their printed output, failing
-    ones end with an error that carries the verdict's message. nbgrader's own
+    submission: the sandbox's outputs for ordinary cells (the instructor's copy; the
+    feedback drops them, see ``HideHiddenTests``), and for each graded test cell the
+    trusted verdict alone: nothing the sandbox printed there, and a failing cell ends
+    with an error that carries the verdict's message, with any line of a hidden test
+    and the grader's seed cut out of it (:func:`redact`). nbgrader's own
     SaveAutoGrades then scores the cells as usual.
     """
 
@@ -115,6 +135,7 @@ class TrustedReplay(NbGraderPreprocessor):
         limit = Grading(config=self.config).text_limit
         outputs, verdicts = bundle["outputs"], bundle["verdicts"]
         held_solutions = bundle.get("held_solutions", {})
+        secrets = _secrets(bundle)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -125,23 +146,51 @@ class TrustedReplay(NbGraderPreprocessor):
             if utils.is_grade(cell) and not utils.is_solution(cell):
                 verdict = verdicts.get(gid, {"passed": False,
                                              "message": "this test cell was not graded"})
-                visible = [o.evalue for o in outs if o.output_type == "error"]
-                outs = [o for o in outs if o.output_type == "stream" and o.name == "stdout"]
+                message = redact(str(verdict.get("message", "")), secrets)
+                outs = []
                 if verdict.get("held"):
-                    cell.metadata[HELD] = verdict["message"]
-                    outs.append(v4.new_output("error", ename="HeldForReview",
-                                              evalue=verdict["message"],
-                                              traceback=[f"HeldForReview: {verdict['message']}"]))
+                    cell.metadata[HELD] = message
+                    outs.append(v4.new_output("error", ename="HeldForReview", evalue=message,
+                                              traceback=[f"HeldForReview: {message}"]))
                 elif not verdict["passed"]:
-                    message = verdict["message"]
-                    if visible and visible[0].strip():
-                        message += ("\n\nThe visible test in your notebook said:\n"
-                                    + visible[0].strip()[:3000])
                     outs.append(v4.new_output("error", ename="CheckFailure", evalue=message,
                                               traceback=[f"CheckFailure: {message}"]))
             cell.outputs = outs
             cell.execution_count = None
         return nb, resources
+
+
+REDACTED = "[text from the grader's hidden tests removed]"
+
+
+def _secrets(bundle: dict) -> list[str]:
+    """What no message may carry: the hidden tests' lines (those long enough not to be
+    ordinary words) and the grader's seed."""
+    from grader.notebook import hidden_lines
+
+    rebuilt = bundle.get("rebuilt") if isinstance(bundle.get("rebuilt"), dict) else {}
+    found = {line for line in hidden_lines(rebuilt) if len(line) >= 12
+             and not line.startswith("### ")}
+    seed = bundle.get("seed")
+    if isinstance(seed, int) and abs(seed) >= 1000:
+        found.add(str(seed))
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(message: str, secrets: list[str]) -> str:
+    """``message`` with every occurrence of a secret (whitespace runs matched loosely)
+    replaced by :data:`REDACTED`: the last net under a hidden check's message, whose
+    values and text the student's code produced.
+
+    >>> redact("got x = check(f, 3)", ["check(f,  3)"])
+    "got x = [text from the grader's hidden tests removed]"
+    """
+    import re
+
+    for secret in secrets:
+        pattern = r"\s+".join(re.escape(part) for part in secret.split())
+        message = re.sub(pattern, REDACTED, message)
+    return message
 
 
 class SaveTrustedGrades(SaveAutoGrades):

@@ -17,6 +17,7 @@ import copy
 import re
 
 _STUB = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[ \t]*$", re.S | re.M)
+_HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS", re.M)
 TEST_TAG = "jaxcourse_test"
 DEFAULT_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 
@@ -142,19 +143,44 @@ def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = 
         elif is_test(cell):
             test_id = meta(cell)["grade_id"]
             cell.setdefault("metadata", {})[TEST_TAG] = test_id
+            visible, hidden = split_hidden(text(cell["source"]))
             cell["source"] = ("" if test_id in skipped_tests else
                               "from autograder._check import run_test_cell as _jaxcourse_test\n"
-                              f"_jaxcourse_test({test_id!r}, {text(cell['source'])!r}, globals())\n")
+                              f"_jaxcourse_test({test_id!r}, {visible!r}, globals(), "
+                              f"{hidden!r}, seed={seed!r})\n")
     # The whole check library is imported here, before any student code: the references
-    # it captures at import (numpy functions, the jit type) are the real ones.
+    # it captures at import (numpy functions, the jit type) are the real ones. The seed
+    # is not: each test cell carries it for its own draws (sandbox.child runs test cells
+    # outside the kernel's history).
     switch = ("import autograder, autograder._check\n"
-              f"autograder._check.configure({role!r}, text_limit={int(text_limit)}, "
-              f"seed={seed!r})\n")
+              f"autograder._check.configure({role!r}, text_limit={int(text_limit)})\n")
     for cell in cells:
         if cell.get("cell_type") == "code":
             cell["source"] = switch + text(cell["source"])
             break
     return nb
+
+
+def split_hidden(source: str) -> tuple[str, str]:
+    """``(visible, hidden)``: a test cell's code before its first ``### BEGIN HIDDEN
+    TESTS`` line, and from that line on ("" when it has none).
+
+    >>> split_hidden("check(f)\\n### BEGIN HIDDEN TESTS\\ncheck(g)\\n### END HIDDEN TESTS\\n")
+    ('check(f)\\n', '### BEGIN HIDDEN TESTS\\ncheck(g)\\n### END HIDDEN TESTS\\n')
+    """
+    match = _HIDDEN.search(source)
+    if match is None:
+        return source, ""
+    return source[:match.start()], source[match.start():]
+
+
+def hidden_lines(nb: dict) -> list[str]:
+    """The stripped lines of every test cell's hidden tests (what feedback never shows)."""
+    out = []
+    for cell in nb.get("cells", []):
+        if is_test(cell):
+            out += [line.strip() for line in split_hidden(text(cell.get("source")))[1].splitlines()]
+    return [line for line in out if line]
 
 
 def result_files(test_ids_: list[str]) -> tuple[str, ...]:

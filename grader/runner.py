@@ -128,7 +128,8 @@ def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
                  derived: dict | None = None, reference_derived: dict | None = None,
                  held: dict[str, str] | None = None) -> dict[str, dict]:
     """``{test id: verdict}`` of one run, against the decoded reference results."""
-    student = decode_all(bundle["files"], tests)
+    files = {k: bytes.fromhex(v) for k, v in bundle["files"].items()}
+    student = {t: _judge.decode(files, t) for t in tests}
     verdicts = {}
     for test_id in tests:
         if test_id in bundle["unanswered"]:
@@ -138,6 +139,12 @@ def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
         else:
             verdict = _judge.judge_cell(reference[test_id], student.get(test_id),
                                         derived=derived, reference_derived=reference_derived)
+            why = _judge.refusal(files, test_id) if student.get(test_id) is None else ""
+            if why:
+                verdict = _judge.Verdict(False, format_failure(
+                    "the grader refused the results this exercise's checks sent back",
+                    cause=f"they are not what the grader writes: {why}",
+                    fix="leave the grader's files in the probe/ folder alone"))
         if held and test_id in held:
             verdict = _judge.Verdict(False, held[test_id], held=True)
         verdicts[test_id] = dataclasses.asdict(verdict)

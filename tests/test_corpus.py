@@ -73,8 +73,10 @@ class _Listener:
 def _build_class(course: Path, marker: str, port: int) -> None:
     release = nbformat.read(str(course / "release" / assignment.NAME / f"{assignment.NAME}.ipynb"),
                             as_version=4)
+    from grader.config import settings
+
     fill = {"{course}": str(course), "{port}": str(port), "{marker}": marker,
-            "{grader}": str(Path(grader.__file__).parent)}
+            "{grader}": str(Path(grader.__file__).parent), "{seed}": str(settings(course).seed)}
     for case in CASES:
         replacements = {}
         for gid, key, correct in (("corpus_add", "add", ADD), ("corpus_norm2", "norm2", NORM2),
@@ -217,3 +219,71 @@ def test_a_second_run_regrades_nothing(corpus):
     for name, outcome in before.items():
         assert after[name].score == outcome.score and after[name].reason == outcome.reason
         assert after[name].seconds == outcome.seconds  # read from the ledger, not re-run
+
+
+LEAKS = [c["name"] for c in CASES if c["name"].startswith("leak_")]
+
+
+def _visible_text(html_page: str) -> str:
+    """What a feedback page shows, as plain text: tags stripped (highlighted code is
+    split by them), entities decoded, whitespace runs made one space."""
+    import html
+    import re
+
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", html_page)).split())
+
+
+def _secrets(course: Path) -> list[str]:
+    from grader.config import settings
+    from grader.notebook import hidden_lines
+
+    source = json.loads((course / "source" / assignment.NAME / f"{assignment.NAME}.ipynb")
+                        .read_text())
+    lines = [" ".join(line.split()) for line in hidden_lines(source)
+             if len(line) >= 12 and not line.startswith("### ")]
+    return lines + [str(settings(course).seed)]
+
+
+@pytest.fixture(scope="module")
+def feedback(corpus):
+    course = corpus[0]
+    run_nbgrader(["generate_feedback", assignment.NAME, "--force", "--student=leak_*"],
+                 cwd=course)
+    return course
+
+
+@pytest.mark.parametrize("name", LEAKS)
+def test_feedback_holds_no_hidden_test_and_no_seed(feedback, name):
+    page = feedback / "feedback" / name / assignment.NAME / f"{assignment.NAME}.html"
+    assert page.exists(), f"no feedback for {name}"
+    text = _visible_text(page.read_text())
+    # The student's own cells are theirs to show (leak_own_class writes the seed there).
+    submitted = json.loads((feedback / "submitted" / name / assignment.NAME
+                            / f"{assignment.NAME}.ipynb").read_text())
+    own = " ".join("".join(c["source"]) for c in submitted["cells"])
+    for secret in _secrets(feedback):
+        assert text.count(secret) <= own.count(secret), (name, secret)
+    if name == "leak_own_class":
+        assert "an exception of its own class" in text
+
+
+def test_the_leaks_did_read_the_secrets(feedback):
+    """The frames of a running test hold its hidden code and the seed (so the test above
+    is not vacuous: the instructor's autograded copy keeps what that attack printed);
+    the plain places a kernel keeps a cell's text hold neither, and the notebook file
+    the sandbox ran from was gone before the first solution cell."""
+    def outputs(student):
+        nb = json.loads((feedback / "autograded" / student / assignment.NAME
+                         / f"{assignment.NAME}.ipynb").read_text())
+        return " ".join(" ".join("".join(o.get("text", "")).split())
+                        for c in nb["cells"] for o in c.get("outputs", []))
+
+    secrets = _secrets(feedback)
+    printed = outputs("leak_stash_print")
+    assert secrets[0] in printed and secrets[-1] in printed, printed[:2000]
+    plain = outputs("leak_plain_places")
+    assert "found:" in plain and "last:" in plain, plain[:2000]
+    for secret in secrets:
+        assert secret not in plain, (secret, plain[:2000])
+    assert "_jaxcourse_test" not in plain
+    assert "notebooks here: []" in outputs("leak_notebook_file")

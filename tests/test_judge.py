@@ -91,3 +91,54 @@ def test_an_explainer_that_cannot_read_forged_facts_fails_with_a_message():
 def test_no_results_at_all():
     ref = _ref(_rec(_tree(np.ones(1)), _tree(np.ones(1))))
     assert "no usable result" in judge_cell(ref, None).message
+
+
+def _error(text, error_type="ValueError"):
+    return _wire.Observation("error", error_type=error_type, error=text)
+
+
+SECRET = "assert_matches_reference(add, ref, (_secret_input,))"
+
+
+def test_a_cell_with_hidden_tests_never_quotes_the_students_text():
+    """The student's code ran beside the hidden tests: its exception text and its own
+    class names stay out of the message; the verdict is the same."""
+    ref = _wire.CellResult("test_x", (_rec(_tree(np.ones(2)), _tree(np.ones(2))),
+                                      _rec(_tree(np.ones(2)), _tree(np.ones(2)))),
+                           hidden_from=1)
+    for error_type, shown in (("ValueError", "ValueError"),
+                              ("Seed20261203Error", "an exception of its own class")):
+        student = _wire.CellResult("test_x", (_rec(_error(SECRET, error_type)),))
+        verdict = judge_cell(ref, student)
+        assert not verdict.passed and SECRET not in verdict.message and "20261203" not in verdict.message
+        assert f"raised {shown}" in verdict.message, verdict.message
+        stopped = _wire.CellResult("test_x", (_rec(_tree(np.ones(2))),),
+                                   stopped=f"{error_type}: {SECRET}")
+        verdict = judge_cell(ref, stopped)
+        assert not verdict.passed and SECRET not in verdict.message, verdict.message
+        assert shown in verdict.message
+    # Without hidden tests the student's own text teaches, as in their kernel.
+    visible = _ref(_rec(_tree(np.ones(2)), _tree(np.ones(2))))
+    verdict = judge_cell(visible, _ref(_rec(_error("shapes (3,) and (4,) differ"))))
+    assert "shapes (3,) and (4,) differ" in verdict.message
+
+
+def test_a_decompression_bomb_in_a_result_file_fails_only_its_exercise_and_says_why():
+    import io
+    import zipfile
+
+    from grader.runner import judge_bundle
+
+    ref = _ref(_rec(_tree(np.ones(2)), _tree(np.ones(2))))
+    raw_json, raw_npz = _wire.dumps(_ref(_rec(_tree(np.ones(2)))))
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("a0.npy", bytes(64 << 20))
+    good = {"probe/test_y.json": raw_json.replace(b"test_x", b"test_y"), "probe/test_y.npz": raw_npz}
+    bundle = {"unanswered": {}, "files": {k: v.hex() for k, v in {
+        "probe/test_x.json": raw_json, "probe/test_x.npz": bomb.getvalue(), **good}.items()}}
+    reference = {"test_x": ref, "test_y": _wire.CellResult("test_y", ref.records)}
+    verdicts = judge_bundle(bundle, ["test_x", "test_y"], reference)
+    assert not verdicts["test_x"]["passed"]
+    assert "refused" in verdicts["test_x"]["message"] and "compressed" in verdicts["test_x"]["message"]
+    assert verdicts["test_y"]["passed"], verdicts["test_y"]

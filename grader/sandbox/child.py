@@ -8,6 +8,12 @@ that the grader outside knows which cell was running when the sandbox was killed
 
 Nothing written here is trusted: the student's kernel shares this sandbox and may
 have rewritten any of it. The grader treats every file as untrusted, size-capped data.
+
+What the kernel can reach of the grader's test cells is kept to the cell that runs:
+``in.ipynb`` is removed once read (a solution cell cannot read every hidden test from
+it), this process is made non-dumpable (the kernel, same user, cannot read its memory
+through ``/proc``), and test cells (tagged ``jaxcourse_test``) run without entering the
+kernel's input history (``In``, ``_ih``).
 """
 from __future__ import annotations
 
@@ -60,6 +66,8 @@ def main() -> int:
             return super().output(outs, msg, display_id, cell_index)
 
     nb = nbformat.read(os.path.join(job, "in.ipynb"), as_version=4)
+    os.unlink(os.path.join(job, "in.ipynb"))
+    _not_dumpable()
     client = CappedClient(nb, timeout=cell_timeout, kernel_name="python3",
                           allow_errors=True, interrupt_on_timeout=False,
                           resources={"metadata": {"path": job}}, record_timing=True)
@@ -69,8 +77,9 @@ def main() -> int:
             if cell.cell_type != "code":
                 continue
             log(event="start", cell=index, t=time.time())
+            secret = "jaxcourse_test" in cell.get("metadata", {})
             try:
-                client.execute_cell(cell, index)
+                client.execute_cell(cell, index, store_history=not secret)
             except CellTimeoutError:
                 log(event="timeout", cell=index)
                 code = EXIT_TIMEOUT
@@ -91,11 +100,24 @@ def main() -> int:
                 code = EXIT_MEMORY
                 break
             log(event="done", cell=index)
+            if secret:
+                cell.source = ""  # the grader rebuilds test cells; out.ipynb holds none
         nbformat.write(nb, os.path.join(job, "out.ipynb"))
         log(event="end", code=code)
         # Never wait for a kernel that ignores shutdown: the grader kills the sandbox.
         os._exit(code)
     return code
+
+
+def _not_dumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): /proc/PID/mem, environ and fd of this process are no
+    longer readable by the kernel it starts. A no-op where prctl is missing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

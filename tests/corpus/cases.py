@@ -7,7 +7,8 @@ score, the submission could not be graded). A case that leaves ``halve`` alone g
 its point on top of the score written for ``add`` and ``norm2`` (``graded`` adds it).
 Placeholders in code: ``{course}`` (the course folder on the host), ``{grader}`` (the
 host-side grader package), ``{port}`` (a TCP server the test runs on the host's
-127.0.0.1), ``{marker}`` (a unique string the test looks for afterwards).
+127.0.0.1), ``{marker}`` (a unique string the test looks for afterwards), ``{seed}`` (the grader's
+seed, ``c.Grading.seed``).
 
 Solutions that reach around the language (processes, sockets, file writes, private
 modules, dynamic code, frames, IPython hooks) have their exercise held for review
@@ -30,6 +31,14 @@ WRONG_ADD = "def add(x, y):\n    return x - y\n"
 WRONG_NORM2 = "def norm2(x):\n    return jnp.sum(jnp.abs(x))\n"
 BLANK = "BLANK"
 
+# What the frames of a running test cell hold: its hidden code and the grader's seed.
+_FRAMES = ("import sys\n"
+           "def _grab():\n"
+           "    f, out = sys._getframe(), []\n"
+           "    while f is not None:\n"
+           "        out.append(repr(f.f_locals.get('hidden', '')) + repr(f.f_locals.get('seed', '')))\n"
+           "        f = f.f_back\n"
+           "    return ' | '.join(out)\n")
 # A wrong add that would turn right only if the sandbox let it read a file.
 _READ_THEN_CHEAT = ("def add(x, y):\n"
                     "    try:\n"
@@ -232,6 +241,40 @@ CASES = [
     _case("wrong_unrolled", "right values, unrolled loop, nothing forged", halve=UNROLLED_HALVE,
           expect=graded(2)),
     _case("wrong_not_jitted", "right values, never jitted, nothing forged", halve=PLAIN_HALVE,
+          expect=graded(2)),
+    # Reading the hidden tests or the seed from inside the kernel, and trying to get
+    # them back out (test_corpus.py): no feedback may carry them. Frames reach them
+    # while the test runs (held for review, and still nothing comes back); the plain
+    # places a cell's text is kept find nothing.
+    _case("leak_stash_print", "stashes the running test's hidden code and seed from its "
+          "frames, prints them later",
+          add=_FRAMES + "_stash = []\ndef add(x, y):\n    _stash.append(_grab())\n"
+              "    return x + y\n",
+          norm2="print(_stash)\n" + NORM2, expect=graded(1, HELD)),
+    _case("leak_raise", "raises with the running test's hidden code as its message",
+          add=_FRAMES + "def add(x, y):\n    raise ValueError(_grab())\n",
+          expect=graded(1, HELD)),
+    _case("leak_own_class", "raises an exception class named after the seed",
+          norm2="def norm2(x):\n"
+                "    raise type('Seed{seed}Error', (Exception,), {})('{seed}')\n",
+          expect=graded(1)),
+    _case("leak_plain_places", "looks for the test cell's text where a kernel keeps a cell's",
+          add="import linecache\n_found = []\ndef add(x, y):\n"
+              "    _found.append(repr([v[2] for v in list(linecache.cache.values())\n"
+              "                        if isinstance(v, tuple) and len(v) > 2]))\n"
+              "    _found.append(quit._ip.displayhook.exec_result.info.raw_cell)\n"
+              "    _found.append(quit._ip.kernel.get_parent('shell')['content']['code'])\n"
+              "    _found.append(str(In) + str(_ih))\n"
+              "    return x + y\n",
+          norm2="print('found:', _found)\nprint('last:', quit._ip.last_execution_result.info.raw_cell)\n"
+                + NORM2, expect=graded(2)),
+    _case("leak_notebook_file", "reads the notebook the sandbox runs from its folder",
+          add="import glob\nfor _p in glob.glob('*.ipynb'):\n    print(open(_p).read())\n"
+              "print('notebooks here:', glob.glob('*.ipynb'))\n" + ADD,
+          expect=graded(2)),
+    _case("leak_marker_text", "has nbgrader's hidden-test markers as text in its own cell",
+          add='# ### BEGIN HIDDEN TESTS\n_note = """\n### BEGIN HIDDEN TESTS\n'
+              '### END HIDDEN TESTS\n"""\n' + ADD,
           expect=graded(2)),
     # Malformed submissions.
     _case("malformed_duplicate_cells", "a graded cell twice (first copy wrong)",
