@@ -19,7 +19,8 @@ REASONS = {
     "kernel_died": "the kernel crashed (os._exit, a segfault, a killed process)",
     "output_flood": "a cell printed far more output than allowed",
     "held_for_review": "a solution reaches around the language: its exercise waits for a person",
-    "grading_failed": "the grader itself failed on this submission (a bug: report it)",
+    "grading_failed": "the grader failed on this submission, even graded alone (a bug, or a "
+                      "submission that kills its worker): graded again on the next run",
 }
 
 
@@ -33,7 +34,9 @@ class Outcome:
     max_score: float | None = None
     seconds: float = 0.0
     fingerprint: str = ""
-    phase: str = ""  # "judged" (bundle on disk) or "recorded" (in the gradebook)
+    # "judged" (bundle on disk), "recorded" (in the gradebook: final) or "failed" (the
+    # grader failed on it: the next run grades it again)
+    phase: str = ""
     peak_memory_mb: float | None = None
     isolation: str = ""
     seed: int | None = None  # the grader's seed of drawn inputs (c.Grading.seed)

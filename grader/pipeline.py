@@ -18,6 +18,8 @@
    program judge's sandbox (``grader.programs``: each such sandbox starts JAX, about as
    long as judging one submission's programs takes) and their records against the
    reference's outside any sandbox (``grader.judge``). Tasks never touch the gradebook.
+   A task that fails (a killed worker, a broken pool) is no verdict on its
+   submissions: each is graded again alone, in a fresh process (``_Pool``).
 4. **Record** (here, in chunks while the batch runs, one nbgrader process at a
    time): ``nbgrader autograde`` with the ``TrustedReplay`` preprocessor in place of
    execution writes the verdicts into the gradebook, so nbgrader keeps the gradebook,
@@ -35,15 +37,24 @@ import json
 import shutil
 import time
 import uuid
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from grader.config import settings, solution_stub
 from grader.ledger import (REASONS, Outcome, _notebook_names, _write_ledger,  # noqa: F401
                            cache_dir, fingerprint, grading_dir, preflight, read_ledger)
 from grader.recording import _Recorder, ensure_in_gradebook, submitted_students
-from grader.tasks import Job, _reference, judge_batch, judge_task, run_task
+from grader.tasks import Job, _reference, grade_task, judge_batch, judge_task, run_task
 
 # ---------------------------------------------------------------- the batch
+
+def _local_pool(workers: int) -> cf.ProcessPoolExecutor:
+    import multiprocessing
+
+    # spawn: the grader holds threads (progress bar, executors); forking it is unsafe.
+    return cf.ProcessPoolExecutor(max_workers=workers,
+                                  mp_context=multiprocessing.get_context("spawn"))
+
 
 def _executor(workers: int, scheduler: str | None):
     if scheduler:
@@ -51,11 +62,65 @@ def _executor(workers: int, scheduler: str | None):
 
         client = Client(scheduler, timeout="30s")
         return client.get_executor(pure=False), client
-    import multiprocessing
+    return _local_pool(workers), None
 
-    # spawn: the grader holds threads (progress bar, executors); forking it is unsafe.
-    return cf.ProcessPoolExecutor(max_workers=workers,
-                                  mp_context=multiprocessing.get_context("spawn")), None
+
+class _Pool:
+    """The batch's executor, and the retries of tasks that failed on it.
+
+    A local process pool whose worker died (SIGKILL, the OOM killer) is broken: it
+    fails every task it holds, and every later submit. It is replaced by a fresh one
+    for the rest of the batch. A failed task's submissions are graded again one by one
+    (:meth:`solo`), each alone in a fresh process: the one that fails again is the one
+    that broke it, and its batch-mates are graded as if nothing happened.
+    """
+
+    def __init__(self, workers: int, scheduler: str | None):
+        self.workers = workers
+        self.executor, self.client = _executor(workers, scheduler)
+        self.private: dict = {}  # solo future -> its own single-worker pool
+        self.broke = False
+
+    def submit(self, fn, *args):
+        try:
+            return self.executor.submit(fn, *args)
+        except BrokenProcessPool:  # only a local pool breaks
+            self.broke = True
+            self.executor.shutdown(wait=True)  # its workers are terminated already
+            self.executor = _local_pool(self.workers)
+            return self.executor.submit(fn, *args)
+
+    def solo(self, job: Job, reference: dict):
+        """Runs and judges one submission alone: locally in a private process (its
+        failure breaks nothing else, so several may run at once); on Dask, on the
+        cluster again (a dead Dask worker's tasks go to the others)."""
+        if self.client is not None:
+            return self.executor.submit(grade_task, job, reference)
+        private = _local_pool(1)
+        future = private.submit(grade_task, job, reference)
+        self.private[future] = private
+        return future
+
+    def ended(self, future) -> None:
+        """Lets a solo's private pool go with its task."""
+        private = self.private.pop(future, None)
+        if private is not None:
+            self.broke = self.broke or future.exception() is not None
+            private.shutdown(wait=True)
+
+    def shutdown(self) -> None:
+        from grader import sandbox as _sandbox
+
+        if self.client is None:
+            for executor in [self.executor, *self.private.values()]:
+                executor.shutdown(wait=True, cancel_futures=True)
+            if self.broke:  # the job folders and cgroups of the sandboxes of dead workers
+                _sandbox.clean_orphans()
+            return
+        try:  # distributed's ClientExecutor.shutdown() takes only `wait`
+            self.executor.shutdown(wait=True)
+        finally:
+            self.client.close()
 
 
 def _job(course: Path, assignment: str, student: str, limits, cfg) -> Job:
@@ -132,7 +197,9 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
         entry = ledger.get(s)
         if not force and entry and entry.get("fingerprint") == fp:
             known = Outcome(**{k: v for k, v in entry.items() if k in Outcome.__dataclass_fields__})
-            if entry.get("phase") == "recorded" or entry.get("reason") == "malformed":
+            # grading_failed is never final (a ledger of an older grader has it "recorded").
+            final = entry.get("phase") == "recorded" and entry.get("reason") != "grading_failed"
+            if final or entry.get("reason") == "malformed":
                 outcomes[s] = known
                 done_before += 1
                 continue
@@ -156,11 +223,12 @@ def grade_assignment(course: Path, assignment: str, *, workers: int | None = Non
         def recorded(s: str, score) -> None:
             o = outcomes[s]
             if score is not None:
-                o.score, o.max_score = score
+                o.score, o.max_score, o.phase = *score, "recorded"
             else:
-                o.status, o.reason = "attention", "grading_failed"
+                # Not final, and not "judged" either: re-recorded from its bundles, it
+                # would keep this status and reason beside the score. Run again.
+                o.status, o.reason, o.phase = "attention", "grading_failed", "failed"
                 o.detail = "nbgrader could not record this submission's grades"
-            o.phase = "recorded"
             _write_ledger(course, assignment, {s: o})
             progress.update(recording, advance=1, visible=True)
 
@@ -207,35 +275,47 @@ def _run_batch(course: Path, assignment: str, to_run: list[tuple[str, str]],
     be judged) it made 03_jit's class of 24 slower on two cores (99 s against 86 s): it
     slowed down, and the runs that started before it had filled the compilation cache
     compiled everything themselves.
+
+    A task that raises is the grader's failure, not its submissions' (theirs end as
+    incidents in their results): a killed worker, a broken pool, a bug. Its
+    submissions are graded again, each alone (``_Pool.solo``); only one that fails
+    alone too is listed as ``grading_failed``, and graded again by the next run.
     """
     reference = _reference(course, assignment, limits, cfg.seed)
     cache = str(cache_dir(course, assignment))
     task = progress.add_task(f"grading {assignment}", total=len(to_run))
-    pool, client = _executor(workers, scheduler)
+    pool = _Pool(workers, scheduler)
     queue = list(to_run)
     fingerprints = dict(to_run)
-    running: dict = {}  # future -> ("run" | "judge", [student, ...])
+    running: dict = {}  # future -> ("run" | "judge" | "solo", [student, ...])
     waiting: list[dict] = []  # runs that wait for a judge batch
+    retry: list[str] = []  # submissions of failed tasks, to be graded again alone
     first_job = None
 
-    def finished(s: str, result: dict | None, err: Exception | None = None) -> None:
-        if err is None:
-            outcomes[s] = _judged_outcome(s, result, fingerprints[s])
+    def finished(s: str, outcome: Outcome, result: dict | None = None) -> None:
+        outcomes[s] = outcome
+        if result is not None:
             recorder.stage(s, result)
-        else:  # a grader bug must not lose the batch
-            outcomes[s] = Outcome(s, "attention", "grading_failed", repr(err)[:500],
-                                  fingerprint=fingerprints[s], phase="recorded")
-        _write_ledger(course, assignment, {s: outcomes[s]})
+        _write_ledger(course, assignment, {s: outcome})
         progress.advance(task)
 
+    def judged(s: str, result: dict) -> None:
+        finished(s, _judged_outcome(s, result, fingerprints[s]), result)
+
     try:
-        while queue or running or waiting:
+        while queue or running or waiting or retry:
             runs_left = bool(queue) or any(kind == "run" for kind, _ in running.values())
             if waiting and (len(waiting) >= cfg.judge_batch or not runs_left):
                 batch, waiting = waiting[:cfg.judge_batch], waiting[cfg.judge_batch:]
                 future = pool.submit(judge_task, judge_batch(first_job, batch, reference, cache))
                 running[future] = ("judge", [r["student"] for r in batch])
-            capacity = _capacity(workers, client)
+            capacity = _capacity(workers, pool.client)
+            solos = sum(kind == "solo" for kind, _ in running.values())
+            while retry and len(running) < capacity and solos < workers:
+                s = retry.pop(0)
+                running[pool.solo(_job(course, assignment, s, limits, cfg), reference)] = (
+                    "solo", [s])
+                solos += 1
             while queue and len(running) < capacity:
                 s, _ = queue.pop(0)
                 job = _job(course, assignment, s, limits, cfg)
@@ -244,27 +324,36 @@ def _run_batch(course: Path, assignment: str, to_run: list[tuple[str, str]],
             done, _ = cf.wait(set(running), timeout=0.5, return_when=cf.FIRST_COMPLETED)
             for future in done:
                 kind, students = running.pop(future)
+                pool.ended(future)
                 try:
                     result = future.result()
-                except Exception as err:  # noqa: BLE001 - reported per submission
-                    for s in students:
-                        finished(s, None, err)
+                except Exception as err:  # noqa: BLE001 - the grader's failure, not theirs
+                    if kind == "solo":
+                        finished(students[0], _failed_twice(students[0], err,
+                                                            fingerprints[students[0]]))
+                    else:
+                        retry += students
                     continue
                 if kind == "run":
                     waiting.append(result)
                 else:
-                    for run in result:
-                        finished(run["student"], run)
+                    for run in [result] if kind == "solo" else result:
+                        judged(run["student"], run)
             # Record as soon as a worker is idle (the batch's tail), or a chunk is full.
-            recorder.poll(tail=not queue and len(running) < workers)
+            recorder.poll(tail=not queue and not retry and len(running) < workers)
     finally:
-        if client is None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        else:  # distributed's ClientExecutor.shutdown() takes only `wait`
-            try:
-                pool.shutdown(wait=True)
-            finally:
-                client.close()
+        pool.shutdown()
+
+
+def _failed_twice(student: str, err: Exception, fp: str) -> Outcome:
+    """A submission whose task failed in a shared worker and again alone in its own.
+
+    Not final (phase "failed", never "recorded"): a grader failure is no verdict on
+    the submission, so the next run without --force grades it again.
+    """
+    return Outcome(student, "attention", "grading_failed",
+                   "the grader's worker failed on it twice, alone the second time: "
+                   f"{repr(err)[:400]}", fingerprint=fp, phase="failed")
 
 
 def print_summary(console, assignment: str, outcomes: dict[str, Outcome], seconds: float,
