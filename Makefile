@@ -85,15 +85,20 @@ check-release: $(STAMP)
 # Grades everything in submitted/<student>/<assignment>/ into the gradebook, sandboxed:
 # WORKERS=N (default: 1.5 per core, c.Grading.workers), SCHEDULER=tcp://host:8786 for Dask,
 # ALLOW_UNSANDBOXED=1 where bubblewrap is missing (trusted notebooks only).
+# An assignment that fails does not stop the others; make fails at the end, naming it.
 autograde: $(STAMP)
-	@for a in $(ASSIGNMENTS); do \
-	  if ls -d submitted/*/$$a >/dev/null 2>&1; then python -m autograder grade $$a $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(UNSANDBOXED) || exit 1; fi; \
-	done
+	@failed=; for a in $(ASSIGNMENTS); do \
+	  if ls -d submitted/*/$$a >/dev/null 2>&1; then \
+	    python -m autograder grade $$a $(if $(WORKERS),--workers $(WORKERS)) \
+	      $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(UNSANDBOXED) || failed="$$failed $$a"; \
+	  fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "autograde failed for:$$failed"; exit 1; fi
 
+# Feedback for every autograded assignment, past a submission nbgrader fails on; the
+# summary at the end names each failed submission and why (exit status 1 then).
 feedback: $(STAMP)
-	@for a in $(ASSIGNMENTS); do \
-	  if ls -d autograded/*/$$a >/dev/null 2>&1; then nbgrader generate_feedback $$a --force || exit 1; fi; \
-	done
+	python -m autograder feedback $(ASSIGNMENTS)
 
 grades: $(STAMP)
 	python -m autograder export --to grades.csv

@@ -3,6 +3,8 @@
   release [--check] A...     generate release/ from source/ (or check it is current)
   grade A [--workers N] [--scheduler ADDR] [--force] [--allow-unsandboxed]
                              sandboxed, trusted grading of submitted/*/A
+  feedback [A...]            nbgrader generate_feedback for each autograded assignment
+                             (all of them by default), past failures; then a summary
   export [--to grades.csv]   CSV export with a status column (nbgrader export plugin)
   submission A --student S   build a submission from the release notebook
   demo [--dir demo] [--allow-unsandboxed]
@@ -94,6 +96,13 @@ def _main(argv: list[str] | None = None) -> int:
                                     scheduler=args.scheduler, force=args.force,
                                     allow_unsandboxed=args.allow_unsandboxed)
         return 0 if outcomes is not None else 1
+    if command == "feedback":
+        from grader.feedback import main as feedback_main
+
+        parser.add_argument("assignments", nargs="*",
+                            help="default: every assignment with autograded/*/A")
+        args = parser.parse_args(rest)
+        return feedback_main(root, args.assignments)
     if command == "export":
         from grader.course import run_nbgrader
 
