@@ -8,12 +8,15 @@ exercise's points *held for a person*: nbgrader marks the test cell as needing m
 grading, the Formgrader shows the reason, and no automatic full marks are given.
 
 What counts (from the syntax tree, so names built at run time are no way out):
-dynamic code (``exec``, ``eval``, ``compile``, ``__import__``), attribute access by a
-computed name (``getattr``/``setattr``/``delattr``/``hasattr``), writes to
+dynamic code (``exec``, ``eval``, ``compile``, ``__import__``), attributes set by a
+computed name (``setattr``/``delattr``) or read by one from a module (``getattr`` on
+an object's own fields is ordinary code), writes to
 ``globals()``/``vars()``/``locals()`` or to an imported module's attributes, frame,
 code and interpreter internals (``sys._getframe``, ``f_back``, ``__globals__``,
 ``gc``, ``inspect``, ``ctypes``, audit and trace hooks, IPython's hooks), processes,
-threads and signals, file writes, JAX's private modules and its monitoring hooks,
+threads and signals, file writes (reading files and folders is not tampering: a
+profiler's trace is found and read that way), JAX's private modules and its monitoring
+hooks (through an alias or ``getattr`` with a constant name too),
 the grader's private modules, names that only the grader's test cells define, and
 rebinding the notebook's library names. Public helpers of ``course`` and
 ``autograder`` are not tampering.
@@ -33,7 +36,7 @@ _MODULES = {"ctypes", "gc", "inspect", "importlib", "builtins", "subprocess", "s
             "marshal", "pickle", "dill", "cloudpickle", "code", "codeop", "runpy", "pty",
             "shutil", "tempfile", "IPython", "ipykernel", "traceback", "atexit", "weakref",
             "types", "sysconfig", "site", "faulthandler", "resource", "mmap", "fcntl",
-            "pathlib", "io", "nbformat", "nbclient", "jupyter_client", "zmq", "grader"}
+            "nbformat", "nbclient", "jupyter_client", "zmq", "grader"}
 # Reading sys.stdout/stderr is harmless (rebinding them is a module write, caught anyway).
 _SYS = {"modules", "_getframe", "settrace", "setprofile", "addaudithook", "meta_path",
         "path_hooks", "path_importer_cache", "excepthook", "displayhook",
@@ -43,8 +46,7 @@ _OS = {"system", "kill", "killpg", "fork", "forkpty", "_exit", "abort", "popen",
        "spawnv", "spawnve", "spawnlp", "execv", "execve", "execl", "execvp", "posix_spawn",
        "write", "open", "remove", "unlink", "rename", "replace", "rmdir", "removedirs",
        "symlink", "link", "chmod", "chown", "truncate", "ftruncate", "dup2", "putenv",
-       "environ", "setsid", "setuid", "setgid", "chdir", "mkfifo", "makedirs", "mkdir",
-       "walk", "listdir", "scandir"}
+       "environ", "setsid", "setuid", "setgid", "chdir", "mkfifo", "makedirs", "mkdir"}
 _DUNDERS = {"__globals__", "__code__", "__closure__", "__builtins__", "__dict__",
             "__subclasses__", "__bases__", "__mro__", "__base__", "__import__", "__loader__",
             "__spec__", "__getattribute__", "__reduce__", "__reduce_ex__", "__defaults__",
@@ -54,6 +56,9 @@ _FRAME_ATTRS = {"f_back", "f_globals", "f_locals", "f_code", "f_builtins", "tb_f
                 "co_code", "co_consts", "co_names", "f_trace"}
 _WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "symlink_to", "chmod",
                   "hardlink_to", "rename", "touch", "mkdir"}
+# Calls that open a file with a mode argument: ``open``, ``Path.open``, ``io.open``,
+# ``io.FileIO``, ``os.fdopen``. Reading is not tampering; writing is (probe files).
+_OPENERS = {"open", "FileIO", "fdopen"}
 _JAX_PRIVATE = {"_src", "monitoring", "_config", "lib"}
 _LIBRARY_ALIASES = {"jax", "jnp", "np", "numpy", "lax", "optax", "course", "autograder",
                     "random", "jr", "plt", "pl", "functools", "math", "sys", "os"}
@@ -85,6 +90,7 @@ def _parse(source: str) -> ast.AST | None:
 class _Scan(ast.NodeVisitor):
     def __init__(self, modules: set[str], test_only: set[str], protected: set[str]):
         self.modules = set(modules)
+        self.aliases: dict[str, str] = {}  # a name bound to a module: its root module
         self.test_only = test_only
         self.protected = protected
         self.found: list[str] = []
@@ -127,17 +133,19 @@ class _Scan(ast.NodeVisitor):
         if isinstance(func, ast.Name):
             if func.id in _DYNAMIC:
                 self.flag(node, f"calls {func.id}()")
-            if func.id in _BY_NAME and (len(node.args) < 2 or not (
-                    isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))):
-                self.flag(node, f"calls {func.id}() with a computed attribute name")
+            if func.id in _BY_NAME:
+                self._by_name(node, func.id)
             if func.id in ("setattr", "delattr") and node.args and self._is_module(node.args[0]):
                 self.flag(node, f"calls {func.id}() on a module")
-            if func.id == "open" and opens_for_writing(node):
+            if func.id in _OPENERS and opens_for_writing(node):
                 self.flag(node, "opens a file for writing")
             if func.id == "get_ipython":
                 self.flag(node, "calls get_ipython()")
         if isinstance(func, ast.Attribute) and func.attr in _WRITE_METHODS:
             self.flag(node, f"calls .{func.attr}() (writes files)")
+        if isinstance(func, ast.Attribute) and func.attr in _OPENERS and opens_for_writing(
+                node, method=isinstance(func.value, ast.Call) or not self._is_module(func.value)):
+            self.flag(node, f"calls .{func.attr}() to write a file")
         if (isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault", "pop",
                                                              "__setitem__", "clear")
                 and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
@@ -145,10 +153,43 @@ class _Scan(ast.NodeVisitor):
             self.flag(node, f"writes to {func.value.func.id}()")
         self.generic_visit(node)
 
+    def _by_name(self, node: ast.Call, fn: str) -> None:
+        """``getattr``/``hasattr`` by a computed name reach anything only on a module (an
+        object's own fields by name are ordinary code: a pytree's flatten); ``setattr``
+        and ``delattr`` by a computed name are held anywhere. A constant name is judged
+        as the attribute itself (``getattr(jax, '_src')`` is ``jax._src``)."""
+        name = node.args[1] if len(node.args) > 1 else None
+        constant = isinstance(name, ast.Constant) and isinstance(name.value, str)
+        if not constant:
+            if fn in ("setattr", "delattr") or (node.args and self._is_module(node.args[0])):
+                self.flag(node, f"calls {fn}() with a computed attribute name")
+            return
+        ctx = ast.Store() if fn in ("setattr", "delattr") else ast.Load()
+        self._attribute(ast.copy_location(ast.Attribute(node.args[0], name.value, ctx), node))
+
+    # assignments ---------------------------------------------------------
+    def visit_Assign(self, node: ast.Assign) -> None:
+        # An alias of a module is the module: ``m = jax`` then ``m.jit = ...``.
+        if self._is_module(node.value) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.modules.add(target.id)
+                    self.aliases[target.id] = self._root(node.value) or target.id
+        self.generic_visit(node)
+
     # attributes ----------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        attr = node.attr
+        self._attribute(node)
+        self.generic_visit(node)
+
+    def _root(self, node: ast.AST) -> str | None:
+        """The name an expression hangs from, through the aliases of modules."""
         root = root_name(node)
+        return self.aliases.get(root, root) if root is not None else None
+
+    def _attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        root = self._root(node)
         if attr in _DUNDERS:
             self.flag(node, f"uses {attr}")
         if attr in _FRAME_ATTRS:
@@ -162,8 +203,7 @@ class _Scan(ast.NodeVisitor):
         if root == "jax" and attr in _JAX_PRIVATE and isinstance(node.value, ast.Name):
             self.flag(node, f"uses jax.{attr}")
         if isinstance(node.ctx, (ast.Store, ast.Del)) and self._is_module(node.value):
-            self.flag(node, f"rebinds the library attribute {dotted(node)}")
-        self.generic_visit(node)
+            self.flag(node, f"rebinds the library attribute {dotted(node) or attr}")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if (isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Call)
@@ -212,9 +252,11 @@ def dotted(node: ast.AST) -> str:
     return ""
 
 
-def opens_for_writing(node: ast.Call) -> bool:
-    """Whether ``open(...)`` may write: a mode with w, a, x or +, or a computed one."""
-    mode = node.args[1] if len(node.args) > 1 else next(
+def opens_for_writing(node: ast.Call, method: bool = False) -> bool:
+    """Whether ``open(path, mode)`` (``method``: ``path.open(mode)``) may write: a mode
+    with w, a, x or +, or a computed one."""
+    position = 0 if method else 1
+    mode = node.args[position] if len(node.args) > position else next(
         (k.value for k in node.keywords if k.arg == "mode"), None)
     if mode is None:
         return False

@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("corpus"),
 # tests/measure_limits.py), so a 10 s limit let it time out first now and then.
 LIMITS = _sandbox.Limits(cell_timeout=25, notebook_timeout=180, memory_mb=1024)
 HONEST = ["honest_full", "honest_blank", "honest_partial", "honest_warning", "honest_float64",
-          "honest_syntax_error", "honest_helper", "wrong_unrolled", "wrong_not_jitted"]
+          "honest_syntax_error", "honest_helper", "honest_stdlib", "wrong_unrolled",
+          "wrong_not_jitted"]
 
 
 class _Listener:

@@ -38,6 +38,23 @@ HONEST = {
                      "m = Model()\nm.w = 2\n",
     "constant_getattr": "def f(x):\n    return getattr(jnp, 'sin')(x)\n",
     "local_shadows_test_name": "def f(x):\n    _secret = 1\n    return x * _secret\n",
+    # What exercises need of the standard library (issue 29: these were held).
+    "pytree_fields_by_name": "import dataclasses\n"
+                             "def flatten(obj):\n"
+                             "    names = [f.name for f in dataclasses.fields(obj)]\n"
+                             "    return tuple(getattr(obj, n) for n in names), names\n",
+    "find_a_trace": "import os, pathlib\n"
+                    "def latest(folder):\n"
+                    "    found = [os.path.join(r, f) for r, _, fs in os.walk(folder) for f in fs]\n"
+                    "    found += [str(p) for p in pathlib.Path(folder).rglob('*.pb')]\n"
+                    "    return sorted(found, key=os.path.getmtime)[-1]\n",
+    "read_a_trace": "import io, gzip, json\n"
+                    "def load(path):\n"
+                    "    with gzip.open(path, 'rt') as f:\n"
+                    "        return json.load(io.StringIO(f.read()))\n",
+    "listdir": "import os\nnames = sorted(os.listdir('.'))\n",
+    "path_read": "from pathlib import Path\ntext = Path('x.txt').open('r').read()\n",
+    "str_replace": "def f(x):\n    return 'a-b'.replace('-', '_')\n",
 }
 
 TAMPERING = {
@@ -58,6 +75,20 @@ TAMPERING = {
     "threads": ("import threading\n", "imports threading"),
     "dunder": ("def f(x):\n    return f.__globals__\n", "__globals__"),
     "monitoring": ("jax.monitoring.clear_event_listeners()\n", "jax.monitoring"),
+    # Through an alias, or getattr with a constant name (issue 36's policy gaps).
+    "alias_store": ("m = jnp\nm.sum = lambda x: 0\n", "rebinds the library attribute"),
+    "alias_private": ("j = jax\nj._src.config\n", "jax._src"),
+    "constant_getattr_private": ("getattr(jax, '_src')\n", "jax._src"),
+    "constant_getattr_monitoring": ("getattr(jax, 'monitoring').clear_event_listeners()\n",
+                                    "jax.monitoring"),
+    "constant_setattr": ("setattr(jnp, 'sum', print)\n", "rebinds the library attribute"),
+    "computed_setattr_object": ("def f(x):\n    setattr(f, 'lo' + 'wer', None)\n",
+                                "computed attribute name"),
+    "path_write": ("from pathlib import Path\nPath('probe/x.json').open('w').write('{}')\n",
+                   "to write a file"),
+    "io_write": ("import io\nio.open('probe/x.json', 'w').write('{}')\n", "to write a file"),
+    "path_write_text": ("import pathlib\npathlib.Path('probe/x.json').write_text('{}')\n",
+                        "writes files"),
 }
 
 

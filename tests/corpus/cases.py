@@ -90,6 +90,17 @@ CASES = [
               "    print('debug output', file=sys.stderr)\n"
               "    return x + y\n",
           expect=graded(2)),
+    _case("honest_stdlib", "correct, and uses what exercises need of the standard library: "
+          "folders walked and files read (pathlib, os.walk, io), fields read by name",
+          add="import dataclasses, io, os, pathlib\n"
+              "@dataclasses.dataclass\nclass _Pair:\n    x: object\n    y: object\n"
+              "_seen = sorted(str(p) for p in pathlib.Path('.').glob('*'))\n"
+              "_walked = [f for _, _, fs in os.walk('.') for f in fs]\n"
+              "_text = io.StringIO('a,b').read()\n"
+              "def add(x, y):\n    pair = _Pair(x, y)\n"
+              "    a, b = (getattr(pair, f.name) for f in dataclasses.fields(pair))\n"
+              "    return a + b\n",
+          expect=graded(2)),
     _case("honest_float64", "correct, asks for float64 (JAX warns and truncates)",
           add="def add(x, y):\n    return jnp.asarray(x, jnp.float64) + y\n", expect=graded(2)),
     _case("honest_syntax_error", "a syntax error in one solution", add="def add(x, y)\n    return x\n",
