@@ -51,6 +51,38 @@ def test_array_sizes_of_a_matrix_free_product_and_of_a_formed_hessian():
     assert dense["largest_elements"] == 1600 and "40x40" in dense["largest_type"]
 
 
+def hvp_dense_complex(x, v):
+    """An n x n matrix formed in complex64 only (a regex over tensor<...> did not read
+    complex<f32>; jax.hessian's own basis would have given it away as i32)."""
+    z = x.astype(jnp.complex64)
+    h = jnp.outer(jnp.cos(z), jnp.sin(z))
+    return jnp.real(h @ v.astype(jnp.complex64))
+
+
+def hvp_dense_bool_mask(x, v):
+    """The Hessian's sparsity pattern as an i1 matrix: 1600 entries of 1 bit."""
+    mask = jax.hessian(_loss)(x) != 0
+    return jnp.where(mask, 1.0, 0.0) @ v
+
+
+@pytest.mark.parametrize("fn", [hvp_dense_complex, hvp_dense_bool_mask])
+def test_array_sizes_read_every_element_type(fn):
+    facts = collect_array_sizes(export_program(fn, (X40, X40)))
+    assert facts["largest_elements"] == 1600, facts
+    with pytest.raises(CheckFailure):
+        assert_arrays_at_most(fn, (X40, X40), 40 * 40 - 1, what="as many as the Hessian")
+
+
+def test_array_sizes_read_float8_and_encodings_from_text_alone():
+    from autograder._array_sizes import largest_array
+
+    text = ("%0 = stablehlo.convert %a : (tensor<64x64xf32>) -> tensor<64x64xf8E4M3FN>\n"
+            "%1 = stablehlo.add %b, %b : tensor<128x128xcomplex<f64>, #enc>\n")
+    facts = largest_array(text)
+    assert facts["elements"] == 128 * 128 and facts["bytes"] == 128 * 128 * 16
+    assert facts["type"] == "tensor<128x128xcomplex<f64>>"
+
+
 def test_array_sizes_from_serialized_bytes_and_from_text_agree():
     exported = export_program(hvp_dense, (X40, X40))
     facts = collect_array_sizes(exported)
