@@ -344,10 +344,27 @@ def program_facts(obs: Any) -> list[dict]:
     return facts if isinstance(facts, list) else []
 
 
+def _layout(obs) -> list[tuple]:
+    """(path, shape, dtype kind) of each leaf of a tree observation."""
+    return [(leaf.path, leaf.shape, np.dtype(leaf.value.dtype).kind if leaf.kind in (
+        "array", "scalar") else leaf.kind) for leaf in obs.leaves]
+
+
+def _describe_layout(obs) -> str:
+    return ", ".join(f"{path or 'output'}: {shape} {kind}"
+                     for path, shape, kind in _layout(obs))[:300]
+
+
 def explain_program(observed, expected, *, label: str, section: str | None = None,
-                    rtol: float = 1e-4, atol: float = 1e-5) -> str | None:
+                    rtol: float = 1e-4, atol: float = 1e-5, tie: str = "values") -> str | None:
     """What every structure check says first: the program could not be judged, it uses
-    refused ops, or (when grading) it does not compute the reference's values."""
+    refused ops, or (when grading) it is not a program of the graded function.
+
+    ``tie`` says how a submission's program is tied to the reference's on the grader's
+    inputs: ``"values"``, it computes the reference's values (within ``rtol``/``atol``);
+    ``"layout"``, its outputs have the reference's tree, shapes and dtype kinds, for
+    checks of a function's form whose contract allows other values (an epoch that
+    samples its batches its own way: its values are judged by the value checks)."""
     from autograder._feedback import format_failure
     from autograder._numeric import explain_tree
 
@@ -370,6 +387,15 @@ def explain_program(observed, expected, *, label: str, section: str | None = Non
         mine, theirs = observed.outputs, getattr(expected, "outputs", ())
         for i, (o, e) in enumerate(zip(mine, theirs)):
             if e.tree == "PyTreeDef(None)" or not e.leaves:
+                continue
+            if tie == "layout":
+                if o.tree != e.tree or _layout(o) != _layout(e):
+                    return format_failure(
+                        f"the program exported from {label} does not return what the "
+                        "reference's returns on the grader's inputs",
+                        expected=_describe_layout(e), got=_describe_layout(o),
+                        cause="the function that was compiled is not the one that was graded",
+                        section=section)
                 continue
             message = explain_tree(o, e, label=f"the program exported from {label}",
                                    rtol=rtol, atol=atol, dtype="kind")

@@ -122,11 +122,11 @@ def _primitive_checks(fn, args, kwargs, primitive, want, section, hint, fix) -> 
     op = (LOWERS_TO if want == "uses" else ONLY_FROM).get(primitive)
     if op is None:
         return
-    # No values tie to the reference's program here: a check of a function's form may
-    # hold for answers that compute different values (an epoch that samples its batches
-    # its own way).
+    # Tied to the reference's program by its outputs' layout, not their values: a check
+    # of a function's form holds for answers that compute other values (an epoch that
+    # samples its batches its own way, judged by the value checks).
     run(Check("program_op", label, observe=lambda: programs_of((fn, args, kwargs)),
-              observe_as="artifact", params=dict(teach, op=op)))
+              observe_as="artifact", params=dict(teach, op=op, tie="layout")))
 
 
 @explainer("jaxpr_primitive", errors=True)
@@ -159,9 +159,10 @@ def explain_jaxpr_primitive(observed, expected, *, label: str, primitive: str, w
 @explainer("program_op")
 def explain_program_op(observed, expected, *, label: str, primitive: str, want: str, op: str,
                        section: str | None = None, hint: str | None = None,
-                       fix: str | None = None, **_ignored) -> str | None:
+                       fix: str | None = None, tie: str = "values",
+                       **_ignored) -> str | None:
     """The verdict on the StableHLO counterpart of a primitive in the exported program."""
-    problem = explain_program(observed, expected, label=label, section=section)
+    problem = explain_program(observed, expected, label=label, section=section, tie=tie)
     if problem:
         return problem
     ops = program_facts(observed)[0].get("ops", {})

@@ -299,6 +299,19 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
     (params, opt_state), losses = lax.scan(body, (params, opt_state), jnp.arange(steps))
     return params, opt_state, losses
 ''',
+            '''def train_epoch(train_step, params, opt_state, key, x, y, *, batch_size, steps):
+    """Another sampling scheme the contract allows: the batch_size smallest of n uniform
+    draws (distinct examples, its own key per step): other batches than the reference's,
+    so other losses and parameters."""
+    def body(carry, step_key):
+        idx = jnp.argsort(jax.random.uniform(step_key, (x.shape[0],)))[:batch_size]
+        params, opt_state, loss = train_step(*carry, x[idx], y[idx])
+        return (params, opt_state), loss
+
+    (params, opt_state), losses = lax.scan(body, (params, opt_state),
+                                           jax.random.split(key, steps))
+    return params, opt_state, losses
+''',
         ],
         "wrong": [
             ("a Python loop over the steps: unrolled under jit instead of one scan",
