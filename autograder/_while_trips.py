@@ -1,9 +1,13 @@
 """Trip counts of the while loops in a StableHLO program, read from its text alone.
 
 A counted loop (``scan``, ``fori_loop`` with Python bounds, ``lax.map``) lowers to a
-``stablehlo.while`` whose condition is ``counter < N`` with the counter starting at a
-constant; a ``while_loop`` that stops on a computed condition has no such count. A
-loop whose trip count is the batch size runs the examples one at a time.
+``stablehlo.while`` whose condition compares a carried counter, which starts at a
+constant, with a constant; a loop written by hand may count down, compare the other
+way round, or step by more than one. The count is read from the condition's comparison
+(``LT``, ``LE``, ``GT``, ``GE``, ``NE``, either operand order) and the counter's step
+in the body (the ``add`` or ``subtract`` of a constant that the body returns in the
+counter's place). A ``while_loop`` that stops on a computed condition has no such
+count. A loop whose trip count is the batch size runs the examples one at a time.
 """
 from __future__ import annotations
 
@@ -12,12 +16,15 @@ import re
 _FUNC = re.compile(r"(?m)^\s*func\.func ")
 _INT_CONSTANT = re.compile(r"(%[\w#]+) = stablehlo\.constant dense<(-?\d+)> : tensor<[iu]\d+>")
 _WHILE = re.compile(r"stablehlo\.while\((.*?)\) :.*?\n\s*cond \{(.*?)\n\s*\} do \{", re.S)
-_COUNTER_TEST = re.compile(r"stablehlo\.compare\s+LT, (%[\w#]+), (%[\w#]+)")
+_COMPARE = re.compile(r"stablehlo\.compare\s+(LT|LE|GT|GE|NE), (%[\w#]+), (%[\w#]+)")
+_RETURN = re.compile(r"stablehlo\.return ([^:]*?) :")
+_STEP = re.compile(r"(%[\w#]+) = stablehlo\.(add|subtract) (%[\w#]+), (%[\w#]+)")
+_SWAP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "NE": "NE"}
 
 
 def while_trip_counts(text: str) -> list:
-    """The trip count of each ``stablehlo.while`` in a program (``N - start``), None where
-    it is not a constant.
+    """The trip count of each ``stablehlo.while`` in a program, None where it is not a
+    constant.
 
     >>> import jax, jax.numpy as jnp
     >>> text = jax.jit(lambda xs: jax.lax.map(jnp.sin, xs)).lower(jnp.ones(5)).as_text()
@@ -26,20 +33,62 @@ def while_trip_counts(text: str) -> list:
     """
     out = []
     for body in _FUNC.split(text)[1:]:
-        for m in _WHILE.finditer(body):
+        matches = list(_WHILE.finditer(body))
+        for k, m in enumerate(matches):
             # SSA names are scoped by region (the cond and the body may both hold a
             # %c_2): a name means its last definition before it is used.
             before = body[:m.start()]
-            inits = dict(re.findall(r"(%[\w#]+) = (%[\w#]+)", m.group(1)))
-            test = _COUNTER_TEST.search(m.group(2))
-            trips = None
-            if test and test.group(1) in inits:
-                start = _constant(inits[test.group(1)], before)
-                stop = _constant(test.group(2), before + m.group(2)[:test.start()])
-                if start is not None and stop is not None:
-                    trips = stop - start
-            out.append(trips)
+            carried = re.findall(r"(%[\w#]+) = (%[\w#]+)", m.group(1))
+            inits = dict(carried)
+            rest = body[m.end():matches[k + 1].start() if k + 1 < len(matches) else len(body)]
+            out.append(_trips(m.group(2), inits, [a for a, _ in carried], before, rest))
     return out[:100]
+
+
+def _trips(cond: str, inits: dict, order: list, before: str, rest: str) -> int | None:
+    for test in _COMPARE.finditer(cond):
+        relation, a, b = test.groups()
+        if a not in inits and b in inits:
+            relation, a, b = _SWAP[relation], b, a
+        if a not in inits:
+            continue
+        start = _constant(inits[a], before)
+        stop = _constant(b, before + cond[:test.start()])
+        step = _step(a, order, before, rest)
+        if start is None or stop is None or not step:
+            continue
+        span = {"LT": stop - start, "LE": stop - start + step,
+                "GT": stop - start, "GE": stop - start + step, "NE": stop - start}[relation]
+        if relation in ("LT", "LE") and step < 0 or relation in ("GT", "GE") and step > 0:
+            return None  # counts away from its bound: it stops on something else
+        trips = -(-span // step) if span * step > 0 else 0
+        if relation == "NE" and span % step:
+            return None
+        return max(int(trips), 0)
+    return None
+
+
+def _step(counter: str, order: list, before: str, body: str) -> int | None:
+    """What the body adds to the counter: the constant of the add/subtract it returns
+    in the counter's place (the first such op of the counter if the return is not
+    found); +1 where neither is there (the old reading)."""
+    ret = _RETURN.search(body)
+    wanted = None
+    if ret and counter in order:
+        names = [n.strip() for n in ret.group(1).split(",")]
+        if len(names) == len(order):
+            wanted = names[order.index(counter)]
+    for m in _STEP.finditer(body):
+        name, op, x, y = m.groups()
+        if (wanted is None or name == wanted) and counter in (x, y):
+            other = y if x == counter else x
+            value = _constant(other, before + body[:m.start()])  # constants may be hoisted
+            if value is None:
+                return None
+            if op == "subtract":
+                return -value if x == counter else None
+            return value
+    return 1
 
 
 def _constant(name: str, text: str) -> int | None:

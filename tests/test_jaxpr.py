@@ -280,6 +280,20 @@ def test_graded_tie_ignores_whether_the_function_was_jitted():
     (lambda x, n: lax.fori_loop(0, n, lambda i, c: jnp.sin(c), x), (1.0, 5), [None]),
     (lambda xs: lax.map(lambda x: lax.map(jnp.sin, x), xs), (jnp.ones((4, 6)),), [4, 6]),
     (lambda xs: jax.vmap(jnp.sin)(xs), (jnp.ones(3),), []),
+    # Written by hand (issue 36: only `counter < constant` was read): counting down,
+    # the bound on the left, a step of 2, <=.
+    (lambda xs: lax.while_loop(lambda c: c[0] > 0, lambda c: (c[0] - 1, c[1] + xs[c[0] - 1]),
+                               (xs.shape[0], 0.0))[1], (jnp.ones(6),), [6]),
+    (lambda xs: lax.while_loop(lambda c: xs.shape[0] > c[0],
+                               lambda c: (c[0] + 1, c[1] + xs[c[0]]), (0, 0.0))[1],
+     (jnp.ones(5),), [5]),
+    (lambda xs: lax.while_loop(lambda c: c[0] < xs.shape[0],
+                               lambda c: (c[0] + 2, c[1] + xs[c[0]]), (0, 0.0))[1],
+     (jnp.ones(7),), [4]),
+    (lambda xs: lax.while_loop(lambda c: c[0] <= 4, lambda c: (c[0] + 1, c[1] + 1.0),
+                               (0, 0.0))[1], (jnp.ones(2),), [5]),
+    (lambda x: lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] - 1, c[1] * 2.0), (0, x))[1],
+     (1.0,), [None]),
 ])
 def test_while_trip_counts(fn, args, trips):
     from autograder._while_trips import while_trip_counts

@@ -148,6 +148,21 @@ def test_batched_reports_lax_map_as_a_sequential_scan_unless_allowed():
     assert_batched_without_loop(seq, rows, example_fn=norm, allow_scan=True)
 
 
+def test_batched_reports_a_hand_written_loop_that_counts_down():
+    """A while_loop over the examples from the last to the first (issue 36: only
+    `counter < constant` was read, so this passed as batched)."""
+    def down(xs):
+        def body(c):
+            i, out = c
+            return i - 1, out.at[i - 1].set(norm(xs[i - 1]))
+        return jax.lax.while_loop(lambda c: c[0] > 0, body,
+                                  (xs.shape[0], jnp.zeros(xs.shape[0])))[1]
+
+    with pytest.raises(CheckFailure) as info:
+        assert_batched_without_loop(down, rows, example_fn=norm)
+    assert "runs the examples one at a time in a loop" in str(info.value)
+
+
 def test_batched_values_come_before_structure_and_hints_follow_the_rung():
     hints = {"shape": "SHAPE HINT", "values": "VALUES HINT"}
     with pytest.raises(CheckFailure) as info:  # a loop AND wrong values: values first
