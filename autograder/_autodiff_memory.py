@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from autograder._artifacts import explain_program, program_facts, programs_of
+from autograder._artifacts import TIE_TOLERANCE, explain_program, program_facts, programs_of
 from autograder._autodiff import _exported
 from autograder._check import Check, explainer, run
 from autograder._feedback import format_failure
@@ -99,7 +99,10 @@ def assert_memory_reduced(fn: Callable, baseline: Callable, args: Sequence, *, f
     Both are exported (``jax.export``) and compiled on their own for the same
     arguments; ``fn`` is usually ``jax.grad`` of the student's checkpointed loss and
     ``baseline`` (the expected side, never run next to student code when grading) the
-    gradient of the same loss without checkpointing.
+    gradient of the same loss without checkpointing. Both programs run on the same
+    arguments and must compute the same values (checkpointing changes what is kept,
+    not what is computed): the memory judged is that of the graded function, not of a
+    program exported from another one.
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", "fn")
@@ -110,7 +113,7 @@ def assert_memory_reduced(fn: Callable, baseline: Callable, args: Sequence, *, f
               expect=lambda: programs_of((baseline, args, None)),
               observe_as="artifact", expect_as="artifact",
               params=dict(factor=float(factor), baseline_name=base_label, compile=True,
-                          run=False, section=section, hint=hint, fix=fix)))
+                          section=section, hint=hint, fix=fix)))
 
 
 @explainer("autodiff_memory")
@@ -118,7 +121,8 @@ def _explain_memory_check(observed, expected, *, label: str, factor: float,
                           baseline_name: str, section: str | None = None,
                           hint: str | None = None, fix: str | None = None,
                           **_ignored) -> str | None:
-    problem = explain_program(observed, None, label=label, section=section)
+    problem = explain_program(observed, expected, label=label, section=section,
+                              **TIE_TOLERANCE)
     if problem:
         return problem
     base = program_facts(expected)

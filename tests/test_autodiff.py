@@ -289,6 +289,19 @@ def _residuals(fn):
                            section="5.2")
 
 
+def test_memory_is_judged_only_on_a_program_that_computes_the_baselines_values():
+    """The memory of a program of another function proves nothing (issue 36: these
+    programs were never run): a checkpointed stack of another loss is refused."""
+    def other(ws, x):
+        return 0.5 * _stack(True)(ws, x)
+
+    with pytest.raises(CheckFailure) as info:
+        _memory(other)
+    assert "does not compute the reference's values" in str(info.value)
+    verdict = graded(_memory, _stack(True), other)
+    assert not verdict.passed and "does not compute the reference's values" in verdict.message
+
+
 def test_graded_saved_residuals_agree_with_the_kernel():
     assert graded(_residuals, _stack(True), _stack(True)).passed
     verdict = graded(_residuals, _stack(True), _stack(False))
