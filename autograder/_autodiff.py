@@ -293,20 +293,51 @@ def assert_saved_residuals(fn: Callable, reference: Callable, args: Sequence, *,
     >>> assert_saved_residuals(jax.checkpoint(f), jax.checkpoint(f), (jnp.ones(3),), shapes=[(3,)])
     """
     __tracebackhide__ = True
+    import jax
+
     label = name or getattr(fn, "__name__", "fn")
     args = tuple(args)
+    try:  # in the reference run (whose parameters the grader uses): the solution's
+        primal = len(jax.tree.leaves(jax.eval_shape(fn, *args)))
+    except Exception:  # noqa: BLE001 - a broken function fails the check itself
+        primal = 1
     run(Check("autodiff_saved_residuals", label,
-              observe=lambda: programs_of((residuals_of(fn), args, None)),
-              expect=lambda: programs_of((residuals_of(reference), args, None)),
+              observe=lambda: programs_of((_primal_and_residuals(fn), args, None)),
+              expect=lambda: programs_of((_primal_and_residuals(reference), args, None)),
               observe_as="artifact", expect_as="artifact",
-              params=dict(shapes=[[int(d) for d in s] for s in shapes], run=False,
+              params=dict(shapes=[[int(d) for d in s] for s in shapes], primal=primal,
                           section=section, hint=hint, fix=fix)))
+
+
+def _primal_and_residuals(fn: Callable) -> Callable:
+    """``args -> (the outputs' leaves, the residuals' leaves)``: the residual program
+    with the function's own outputs, so that it can be tied to the graded function
+    (the residuals themselves may come in another order in a correct answer)."""
+    import jax
+
+    def both(*a):
+        out, vjp = jax.vjp(fn, *a)
+        return jax.tree.leaves(out), jax.tree.leaves(vjp)
+
+    both.__name__ = f"residuals of {getattr(fn, '__name__', 'fn')}"
+    return both
+
+
+def _first_leaves(obs, n: int):
+    from autograder import _wire
+
+    leaves = tuple(getattr(obs, "leaves", ()))[:n]
+    return _wire.Observation("tree", tree=f"{n} output(s)", leaves=leaves)
 
 
 @explainer("autodiff_saved_residuals")
 def _explain_saved_residuals_check(observed, expected, *, label: str, shapes: list,
-                                   section: str | None = None, hint: str | None = None,
-                                   fix: str | None = None, **_ignored) -> str | None:
+                                   primal: int | None = None, section: str | None = None,
+                                   hint: str | None = None, fix: str | None = None,
+                                   **_ignored) -> str | None:
+    from autograder._artifacts import TIE_TOLERANCE
+    from autograder._numeric import explain_tree
+
     problem = explain_program(observed, None, label=f"the residuals of {label}",
                               section=section)
     if problem:
@@ -315,7 +346,20 @@ def _explain_saved_residuals_check(observed, expected, *, label: str, shapes: li
     if not theirs:
         return format_failure(f"the grader has no reference residuals for {label}",
                               section=section)
+    n = int(primal or 0)
+    mine_out, their_out = getattr(observed, "outputs", ()), getattr(expected, "outputs", ())
+    if n and mine_out and their_out and getattr(their_out[0], "leaves", ()):
+        # The program judged is the graded function's: its outputs are the reference's.
+        message = explain_tree(_first_leaves(mine_out[0], n), _first_leaves(their_out[0], n),
+                               label=f"the program exported from {label}", dtype="kind",
+                               **TIE_TOLERANCE)
+        if message:
+            return format_failure(
+                f"the program exported from {label} does not compute the reference's "
+                "values on the grader's inputs", details=message.splitlines()[1:4],
+                cause="the function that was compiled is not the one that was graded",
+                section=section)
     return explain_saved_residuals(
-        residuals_from_avals(program_facts(observed)[0].get("out_avals", [])),
-        residuals_from_avals(theirs[0].get("out_avals", [])),
+        residuals_from_avals(program_facts(observed)[0].get("out_avals", [])[n:]),
+        residuals_from_avals(theirs[0].get("out_avals", [])[n:]),
         shapes=shapes, name=label, section=section, hint=hint, fix=fix)

@@ -302,6 +302,20 @@ def test_memory_is_judged_only_on_a_program_that_computes_the_baselines_values()
     assert not verdict.passed and "does not compute the reference's values" in verdict.message
 
 
+def test_residuals_are_judged_only_on_a_program_of_the_graded_function():
+    """Residuals of another function prove nothing (issue 36: the residual program was
+    never run): the program's own outputs must be the reference's; the residuals' order
+    may differ (checked by the kernel and the grader alike)."""
+    def other(ws, x):  # the right checkpointing of a different loss
+        return 2.0 * _stack(True)(ws, x)
+
+    with pytest.raises(CheckFailure) as info:
+        _residuals(other)
+    assert "does not compute the reference's values" in str(info.value)
+    verdict = graded(_residuals, _stack(True), other)
+    assert not verdict.passed and "does not compute the reference's values" in verdict.message
+
+
 def test_graded_saved_residuals_agree_with_the_kernel():
     assert graded(_residuals, _stack(True), _stack(True)).passed
     verdict = graded(_residuals, _stack(True), _stack(False))
