@@ -289,30 +289,20 @@ def _residuals(fn):
                            section="5.2")
 
 
-def test_memory_is_judged_only_on_a_program_that_computes_the_baselines_values():
-    """The memory of a program of another function proves nothing (issue 36: these
-    programs were never run): a checkpointed stack of another loss is refused."""
+@pytest.mark.parametrize("check", ["memory", "residuals"])
+def test_programs_are_judged_only_when_they_are_the_graded_functions(check):
+    """The memory or the residuals of another function prove nothing (issue 36: these
+    programs were never run): the right checkpointing of another loss is refused, by the
+    kernel and the grader alike (the residuals may still come in another order)."""
+    check = {"memory": _memory, "residuals": _residuals}[check]
+
     def other(ws, x):
-        return 0.5 * _stack(True)(ws, x)
-
-    with pytest.raises(CheckFailure) as info:
-        _memory(other)
-    assert "does not compute the reference's values" in str(info.value)
-    verdict = graded(_memory, _stack(True), other)
-    assert not verdict.passed and "does not compute the reference's values" in verdict.message
-
-
-def test_residuals_are_judged_only_on_a_program_of_the_graded_function():
-    """Residuals of another function prove nothing (issue 36: the residual program was
-    never run): the program's own outputs must be the reference's; the residuals' order
-    may differ (checked by the kernel and the grader alike)."""
-    def other(ws, x):  # the right checkpointing of a different loss
         return 2.0 * _stack(True)(ws, x)
 
     with pytest.raises(CheckFailure) as info:
-        _residuals(other)
+        check(other)
     assert "does not compute the reference's values" in str(info.value)
-    verdict = graded(_residuals, _stack(True), other)
+    verdict = graded(check, _stack(True), other)
     assert not verdict.passed and "does not compute the reference's values" in verdict.message
 
 
