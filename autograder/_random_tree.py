@@ -161,7 +161,7 @@ def assert_wide_key_tree(fn: Callable, make_args: Callable[[int], Sequence],
     ends = [sizes[0], sizes[-1]]
     run(Check("key_tree_program", label,
               observe=lambda: _exported_at_sizes(fn, make_args, ends, statics),
-              observe_as="artifact", params=dict(teach, sizes=ends, run=False)))
+              observe_as="artifact", params=dict(teach, sizes=ends, tie="layout")))
 
 
 @explainer("key_tree")
@@ -205,9 +205,13 @@ def explain_key_tree(observed, expected, *, label: str, section=None, hint=None,
 
 @explainer("key_tree_program")
 def explain_key_tree_program(observed, expected, *, label: str, sizes=(4, 16), section=None,
-                             hint=None, fix=None, **_ignored) -> str | None:
-    """The exported programs at the first and last size must have the same op counts."""
-    problem = explain_program(observed, expected, label=label, section=section)
+                             hint=None, fix=None, tie: str = "layout",
+                             **_ignored) -> str | None:
+    """The exported programs at the first and last size must have the same op counts.
+
+    They run on the grader's inputs and must return what the reference's return (tree,
+    shapes, dtypes; not values: another valid key tree draws other numbers)."""
+    problem = explain_program(observed, expected, label=label, section=section, tie=tie)
     if problem:
         return problem
     facts = program_facts(observed)

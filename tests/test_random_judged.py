@@ -134,3 +134,24 @@ def test_what_a_submission_forges_fails_with_a_message(kind, observed):
     params = {"mean": 0.0, "std": 1.0}
     message = _check.explain(kind, observed, None, "f", params)
     assert isinstance(message, str) and message.strip()  # a failure, never a crash or a pass
+
+
+def _wide(fn):
+    assert_wide_key_tree(fn, lambda n: (jax.random.key(0), n), static_argnums=(1,))
+
+
+def test_the_key_tree_programs_run_and_are_tied_by_layout_not_values():
+    """Both programs run on the grader's inputs (issue 36: they never ran): another
+    valid wide tree (fold_in, other numbers) passes; a wide tree of a function that
+    returns something else is not the graded function's program."""
+    from tests.test_jaxpr import graded
+    from tests.test_random import noise_fold_in
+
+    assert graded(_wide, noise_wide, noise_fold_in).passed
+
+    def pairs(key, n):
+        return jnp.stack([noise_wide(key, n)] * 2, axis=1)
+
+    verdict = graded(_wide, noise_wide, pairs)
+    assert not verdict.passed
+    assert "does not return what the reference's returns" in verdict.message
