@@ -97,7 +97,9 @@ def largest_array(text: str) -> dict:
         return {"elements": 0, "bytes": 0, "type": "", "arrays": 0}
     sizes = [(math.prod(dims), (math.prod(dims) * bits + 7) // 8, dims, element)
              for dims, element, bits in found]
-    elements, _, dims, element = max(sizes, key=lambda s: (s[0], s[1]))
+    # Ties go to the most bytes, then to a floating type (the matrix, not its index).
+    elements, _, dims, element = max(sizes, key=lambda s: (s[0], s[1], not s[3].startswith(
+        ("i", "ui", "si"))))
     shape = "x".join(map(str, dims))
     return {"elements": int(elements), "bytes": int(max(s[1] for s in sizes)),
             "type": f"tensor<{shape + 'x' if shape else ''}{element}>", "arrays": len(found)}
