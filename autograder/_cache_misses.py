@@ -15,6 +15,7 @@ reference run.
 """
 from __future__ import annotations
 
+import builtins
 import logging
 from typing import Callable, Sequence
 
@@ -45,29 +46,49 @@ def collect_jax_explanations(make_target: Callable, calls: Sequence) -> list[str
     return [m[:20_000] for m in messages if MISS_MARK in m][:200]
 
 
+def _logger_state(logger: logging.Logger) -> dict:
+    return {"level": logging.getLevelName(logger.level), "propagate": bool(logger.propagate),
+            "disabled": bool(logger.disabled)}
+
+
 def collect_cache_miss_report(fn: Callable, target: Callable, calls: Sequence) -> dict:
     """Runs the student's ``fn(target, calls)``; returns plain data about it.
 
     ``{"messages": [str], "stderr": [lines], "flags_before": {...}, "flags_after": {...},
-    "handlers_left": [names]}`` (and ``"problem"`` when the result is not a list of
-    strings). Flags the call changed are put back, handlers it left are removed.
+    "handlers_left": [names], "logger_before": {...}, "logger_after": {...},
+    "raised": name or ""}`` (and ``"problem"`` when the result is not a list of
+    strings). Whether the call returned or raised, what it left is read, then put back:
+    flags, handlers, the logger's level and propagation.
     """
     before = collect_flags()
     logger = logging.getLogger("jax")
     handlers = list(logger.handlers)
+    state = _logger_state(logger)
+    saved = (logger.level, logger.propagate, logger.disabled)
+    result, raised = None, ""
     try:
         with quiet() as captured:
-            result = call(fn, (target, list(calls)))
+            try:
+                result = call(fn, (target, list(calls)))
+            except Exception as err:  # noqa: BLE001 - raising is part of the contract
+                if type(err).__name__ == "NotAFunction" or isinstance(err, NotImplementedError):
+                    raise  # the usual messages: not a function, not implemented yet
+                raised = type(err).__name__
         after = collect_flags()
         extra = [type(h).__name__ for h in logger.handlers if h not in handlers]
+        state_after = _logger_state(logger)
     finally:
         restore_flags(before)
         for h in list(logger.handlers):     # leave the logger as it was
             if h not in handlers:
                 logger.removeHandler(h)
+        logger.level, logger.propagate, logger.disabled = saved
     data = {"stderr": [line[:500] for line in captured.summary(limit=5)],
             "flags_before": before, "flags_after": after, "messages": [],
-            "handlers_left": extra}
+            "handlers_left": extra, "logger_before": state, "logger_after": state_after,
+            "raised": raised}
+    if raised:
+        return data
     if not isinstance(result, (list, tuple)) or not all(isinstance(m, str) for m in result):
         data["problem"] = f"returned {_short(result)}, not a list of strings"
     else:
@@ -77,9 +98,10 @@ def collect_cache_miss_report(fn: Callable, target: Callable, calls: Sequence) -
 
 def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
                               section: str | None = None, hint: str | None = None,
-                              fix: str | None = None) -> str | None:
+                              fix: str | None = None, raising: bool = False) -> str | None:
     """Compares the tracing-cache-miss explanations, one by one; stderr must stay
-    empty and the flags unchanged.
+    empty, the flags and the 'jax' logger as they were. With ``raising``, a call
+    raises: so must the function, leaving everything as it was all the same.
 
     >>> ref = ["TRACING CACHE MISS at a:1 (g):\\n  never seen function:\\n    f id=1"]
     >>> obs = {"messages": ref, "stderr": [], "flags_before": {}, "flags_after": {},
@@ -93,6 +115,21 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
       likely cause: the records went to no handler of yours: the flag was off while the calls ran, or the handler was not on the 'jax' logger
       fix: add a logging.Handler to logging.getLogger('jax') before the calls, make the calls inside `with jax.explain_cache_misses(True):`, and collect record.getMessage()
     """
+    raised = observed.get("raised") or ""
+    if raised and not raising:
+        # Python's own exception names only: a class of the student's could be named
+        # anything (see the threat model in the README).
+        shown = raised if isinstance(getattr(builtins, raised, None), type) else "an exception"
+        return format_failure(f"{name} raised {shown}", section=section,
+                              fix="run the exercise's 'try it' cell to reproduce the error")
+    if raising and not raised:
+        return format_failure(
+            f"{name} returned although one of the calls raised",
+            expected="the call's error to reach the caller", got="a return value",
+            cause="an except clause that swallows the error",
+            fix="let the error propagate: put the clean-up in a `finally:` block, not in "
+                "an `except:`", section=section)
+    when = " after a call that raised" if raising else ""
     if observed.get("problem"):
         return format_failure(f"{name} {observed['problem']}",
                               fix="return a list with the message of each log record",
@@ -108,23 +145,36 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
             section=section)
     if observed.get("handlers_left"):
         return format_failure(
-            f"{name} left a handler on the 'jax' logger",
+            f"{name} left a handler on the 'jax' logger{when}",
             expected="the logger's handlers as before the call",
             got=f"{len(observed['handlers_left'])} more: {observed['handlers_left']}",
             cause=hint or "the handler is added but never removed, so every later JAX log "
                           "record goes to it too",
             fix=fix or "remove it in a `finally:` block: logger.removeHandler(handler)",
             section=section)
+    before, after = observed.get("logger_before") or {}, observed.get("logger_after") or {}
+    moved = [k for k in sorted(before) if after.get(k) != before[k]]
+    if moved:
+        return format_failure(
+            f"{name} left the 'jax' logger's {' and '.join(moved)} changed{when}",
+            expected=", ".join(f"{k}={before[k]!r}" for k in moved),
+            got=", ".join(f"{k}={after.get(k)!r}" for k in moved),
+            cause=hint or "the logger is set up for the calls and not put back",
+            fix=fix or "save what you change and put it back in a `finally:` block (a "
+                       "handler of your own needs no change of level or propagation)",
+            section=section)
     changed = [k for k in observed["flags_after"]
                if observed["flags_after"][k] != observed["flags_before"].get(k)]
     if changed:
         return format_failure(
-            f"{name} left {', '.join(changed)} changed",
+            f"{name} left {', '.join(changed)} changed{when}",
             expected=", ".join(f"{k}={observed['flags_before'][k]!r}" for k in changed),
             got=", ".join(f"{k}={observed['flags_after'][k]!r}" for k in changed),
             cause=hint or "jax.config.update(...) without putting the old value back",
             fix=fix or "make the calls inside `with jax.explain_cache_misses(True):`",
             section=section)
+    if raising:
+        return None
     got = [stable_miss_lines(m) for m in observed["messages"] if MISS_MARK in m]
     want = [stable_miss_lines(m) for m in expected if MISS_MARK in m]
     if len(got) != len(want):
@@ -155,12 +205,16 @@ def _short(x) -> str:
 
 def assert_cache_miss_report(fn: Callable, make_target: Callable, calls: Sequence, *,
                              section: str | None = None, hint: str | None = None,
-                             fix: str | None = None, name: str | None = None) -> dict:
+                             fix: str | None = None, name: str | None = None,
+                             raising: bool = False) -> dict:
     """Asserts ``fn(target, calls)`` returns the cache-miss explanations JAX logs.
 
     The expected explanations are JAX's own, logged for the same calls on another new
     target. ``make_target()`` must build a new jitted function each time (a function
-    defined inside it), so that both start from an empty cache.
+    defined inside it), so that both start from an empty cache. Always: nothing on
+    stderr, and JAX's flags and the ``"jax"`` logger (handlers, level, propagation)
+    as they were. ``raising=True``: one of ``calls`` raises, and ``fn`` must let the
+    error through with everything put back all the same.
 
     >>> import logging, jax, jax.numpy as jnp
     >>> def report(target, calls):
@@ -187,16 +241,19 @@ def assert_cache_miss_report(fn: Callable, make_target: Callable, calls: Sequenc
     return run(Check("cache_miss_report", label,
                      observe=lambda: collect_cache_miss_report(fn, make_target(), calls),
                      observe_as="facts",
-                     expect=lambda: collect_jax_explanations(make_target, calls),
-                     expect_as="facts", params=dict(section=section, hint=hint, fix=fix)))
+                     expect=(lambda: []) if raising else (
+                         lambda: collect_jax_explanations(make_target, calls)),
+                     expect_as="facts",
+                     params=dict(section=section, hint=hint, fix=fix, raising=bool(raising))))
 
 
 @explainer("cache_miss_report")
 def _explain(observed, expected, *, label: str, section=None, hint=None, fix=None,
-             **_ignored) -> str | None:
+             raising: bool = False, **_ignored) -> str | None:
     facts, want = observed.facts, expected.facts
     if not isinstance(facts, dict) or not isinstance(want, list):
         raise ValueError("a cache-miss report that is not a JSON object")
     return explain_cache_miss_report(facts, [str(m) for m in want], name=label,
-                                     section=section, hint=hint, fix=fix)
+                                     section=section, hint=hint, fix=fix,
+                                     raising=bool(raising))
 

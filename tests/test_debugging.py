@@ -397,6 +397,60 @@ def test_a_leftover_handler_and_a_leftover_flag_are_reported_and_undone():
         _roundtrip(obs), [], name="report")
 
 
+_RAISING = [(jnp.ones(3),), ("not an array",)]
+
+
+def _no_finally(fn, calls):
+    """Removes its handler only when every call returns."""
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("jax").addHandler(handler)
+    with jax.explain_cache_misses(True):
+        for args in calls:
+            fn(*args)
+    logging.getLogger("jax").removeHandler(handler)
+    return lines
+
+
+def _swallows(fn, calls):
+    try:
+        return _report(fn, calls)
+    except TypeError:
+        return []
+
+
+def _level_and_propagation(fn, calls):
+    logger = logging.getLogger("jax")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    return _report(fn, calls)
+
+
+def test_a_call_that_raises_must_leave_everything_as_it_was():
+    """Issue 29: state left as found, also when a call raises. The clean-up in a
+    `finally:` passes; none, or an except that swallows the error, fails; the logger's
+    level and propagation count as its state."""
+    assert_cache_miss_report(_report, _make_target, _RAISING, raising=True)
+    before = (list(logging.getLogger("jax").handlers), logging.getLogger("jax").level)
+    with pytest.raises(CheckFailure, match="left a handler on the 'jax' logger after a call "
+                                           "that raised"):
+        assert_cache_miss_report(_no_finally, _make_target, _RAISING, raising=True)
+    with pytest.raises(CheckFailure, match="returned although one of the calls raised"):
+        assert_cache_miss_report(_swallows, _make_target, _RAISING, raising=True)
+    with pytest.raises(CheckFailure, match="left the 'jax' logger's level and propagate changed"):
+        assert_cache_miss_report(_level_and_propagation, _make_target, _CALLS)
+    assert (list(logging.getLogger("jax").handlers), logging.getLogger("jax").level) == before
+    assert logging.getLogger("jax").propagate
+    # Raising where no call should: Python's own exception names only.
+    obs = {"messages": [], "stderr": [], "handlers_left": [], "flags_before": {},
+           "flags_after": {}}
+    assert explain_cache_miss_report({**obs, "raised": "TypeError"}, [], name="report"
+                                     ).startswith("report raised TypeError")
+    assert explain_cache_miss_report({**obs, "raised": "Seed123Error"}, [], name="report"
+                                     ).startswith("report raised an exception")
+
+
 # --- traces --------------------------------------------------------------------------
 
 def _op(op, run, ts, dur, module="jit_step"):
