@@ -152,27 +152,23 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
                           "record goes to it too",
             fix=fix or "remove it in a `finally:` block: logger.removeHandler(handler)",
             section=section)
-    before, after = observed.get("logger_before") or {}, observed.get("logger_after") or {}
-    moved = [k for k in sorted(before) if after.get(k) != before[k]]
-    if moved:
-        return format_failure(
-            f"{name} left the 'jax' logger's {' and '.join(moved)} changed{when}",
-            expected=", ".join(f"{k}={before[k]!r}" for k in moved),
-            got=", ".join(f"{k}={after.get(k)!r}" for k in moved),
-            cause=hint or "the logger is set up for the calls and not put back",
-            fix=fix or "save what you change and put it back in a `finally:` block (a "
-                       "handler of your own needs no change of level or propagation)",
-            section=section)
-    changed = [k for k in observed["flags_after"]
-               if observed["flags_after"][k] != observed["flags_before"].get(k)]
-    if changed:
-        return format_failure(
-            f"{name} left {', '.join(changed)} changed{when}",
-            expected=", ".join(f"{k}={observed['flags_before'][k]!r}" for k in changed),
-            got=", ".join(f"{k}={observed['flags_after'][k]!r}" for k in changed),
-            cause=hint or "jax.config.update(...) without putting the old value back",
-            fix=fix or "make the calls inside `with jax.explain_cache_misses(True):`",
-            section=section)
+    # State left changed: the logger's own settings, then JAX's flags.
+    for what, before, after, cause, how in (
+            ("the 'jax' logger's {}", observed.get("logger_before") or {},
+             observed.get("logger_after") or {},
+             "the logger is set up for the calls and not put back",
+             "save what you change and put it back in a `finally:` block (a handler of "
+             "your own needs no change of level or propagation)"),
+            ("{}", observed["flags_before"], observed["flags_after"],
+             "jax.config.update(...) without putting the old value back",
+             "make the calls inside `with jax.explain_cache_misses(True):`")):
+        moved = [k for k in sorted(set(before) | set(after)) if after.get(k) != before.get(k)]
+        if moved:
+            return format_failure(
+                f"{name} left {what.format(' and '.join(moved))} changed{when}",
+                expected=", ".join(f"{k}={before.get(k)!r}" for k in moved),
+                got=", ".join(f"{k}={after.get(k)!r}" for k in moved),
+                cause=hint or cause, fix=fix or how, section=section)
     if raising:
         return None
     got = [stable_miss_lines(m) for m in observed["messages"] if MISS_MARK in m]

@@ -375,17 +375,18 @@ def test_no_handler_means_stderr(monkeypatch):
     assert "last-resort handler" in str(err.value)
 
 
-def test_a_leftover_handler_and_a_leftover_flag_are_reported_and_undone():
-    def leaves_handler(fn, calls):
-        lines = []
-        handler = logging.Handler()
-        handler.emit = lambda record: lines.append(record.getMessage())
-        logging.getLogger("jax").addHandler(handler)
-        with jax.explain_cache_misses(True):
-            for args in calls:
-                fn(*args)
-        return lines
+def leaves_handler(fn, calls):
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("jax").addHandler(handler)
+    with jax.explain_cache_misses(True):
+        for args in calls:
+            fn(*args)
+    return lines
 
+
+def test_a_leftover_handler_and_a_leftover_flag_are_reported_and_undone():
     before = list(logging.getLogger("jax").handlers)
     with pytest.raises(CheckFailure, match="left a handler on the 'jax' logger"):
         assert_cache_miss_report(leaves_handler, _make_target, _CALLS)
@@ -402,14 +403,10 @@ _RAISING = [(jnp.ones(3),), ("not an array",)]
 
 def _no_finally(fn, calls):
     """Removes its handler only when every call returns."""
-    lines = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    logging.getLogger("jax").addHandler(handler)
-    with jax.explain_cache_misses(True):
-        for args in calls:
-            fn(*args)
-    logging.getLogger("jax").removeHandler(handler)
+    before = set(logging.getLogger("jax").handlers)
+    lines = leaves_handler(fn, calls)
+    for handler in set(logging.getLogger("jax").handlers) - before:
+        logging.getLogger("jax").removeHandler(handler)
     return lines
 
 
