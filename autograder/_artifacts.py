@@ -366,7 +366,6 @@ def explain_program(observed, expected, *, label: str, section: str | None = Non
     checks of a function's form whose contract allows other values (an epoch that
     samples its batches its own way: its values are judged by the value checks)."""
     from autograder._feedback import format_failure
-    from autograder._numeric import explain_tree
 
     facts = program_facts(observed)
     if not facts:
@@ -397,12 +396,28 @@ def explain_program(observed, expected, *, label: str, section: str | None = Non
                         cause="the function that was compiled is not the one that was graded",
                         section=section)
                 continue
-            message = explain_tree(o, e, label=f"the program exported from {label}",
-                                   rtol=rtol, atol=atol, dtype="kind")
+            message = explain_values_tie(o, e, label=label, section=section, rtol=rtol,
+                                         atol=atol)
             if message:
-                return format_failure(
-                    f"the program exported from {label} does not compute the reference's "
-                    "values on the grader's inputs", details=message.splitlines()[1:4],
-                    cause="the function that was compiled is not the one that was graded",
-                    section=section)
+                return message
     return None
+
+
+def explain_values_tie(outputs, reference_outputs, *, label: str, section: str | None = None,
+                       rtol: float = TIE_TOLERANCE["rtol"],
+                       atol: float = TIE_TOLERANCE["atol"]) -> str | None:
+    """The message when a program's outputs on the grader's inputs are not the
+    reference's (tree observations): it is not a program of the graded function."""
+    from autograder._feedback import format_failure
+    from autograder._numeric import explain_tree
+
+    message = explain_tree(outputs, reference_outputs,
+                           label=f"the program exported from {label}", rtol=rtol, atol=atol,
+                           dtype="kind")
+    if not message:
+        return None
+    return format_failure(
+        f"the program exported from {label} does not compute the reference's values on "
+        "the grader's inputs", details=message.splitlines()[1:4],
+        cause="the function that was compiled is not the one that was graded",
+        section=section)

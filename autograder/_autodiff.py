@@ -335,8 +335,7 @@ def _explain_saved_residuals_check(observed, expected, *, label: str, shapes: li
                                    primal: int | None = None, section: str | None = None,
                                    hint: str | None = None, fix: str | None = None,
                                    **_ignored) -> str | None:
-    from autograder._artifacts import TIE_TOLERANCE
-    from autograder._numeric import explain_tree
+    from autograder._artifacts import explain_values_tie
 
     problem = explain_program(observed, None, label=f"the residuals of {label}",
                               section=section)
@@ -350,15 +349,11 @@ def _explain_saved_residuals_check(observed, expected, *, label: str, shapes: li
     mine_out, their_out = getattr(observed, "outputs", ()), getattr(expected, "outputs", ())
     if n and mine_out and their_out and getattr(their_out[0], "leaves", ()):
         # The program judged is the graded function's: its outputs are the reference's.
-        message = explain_tree(_first_leaves(mine_out[0], n), _first_leaves(their_out[0], n),
-                               label=f"the program exported from {label}", dtype="kind",
-                               **TIE_TOLERANCE)
+        message = explain_values_tie(_first_leaves(mine_out[0], n),
+                                     _first_leaves(their_out[0], n), label=label,
+                                     section=section)
         if message:
-            return format_failure(
-                f"the program exported from {label} does not compute the reference's "
-                "values on the grader's inputs", details=message.splitlines()[1:4],
-                cause="the function that was compiled is not the one that was graded",
-                section=section)
+            return message
     return explain_saved_residuals(
         residuals_from_avals(program_facts(observed)[0].get("out_avals", [])[n:]),
         residuals_from_avals(theirs[0].get("out_avals", [])[n:]),

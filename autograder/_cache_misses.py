@@ -15,12 +15,11 @@ reference run.
 """
 from __future__ import annotations
 
-import builtins
 import logging
 from typing import Callable, Sequence
 
 from autograder._check import Check, call, explainer, run
-from autograder._feedback import format_failure
+from autograder._feedback import format_failure, safe_error_type
 from autograder._flags import collect_flags, restore_flags
 from autograder._quiet import quiet
 from autograder._recompiles import MISS_MARK, _jax_log_records, stable_miss_lines
@@ -117,10 +116,9 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
     """
     raised = observed.get("raised") or ""
     if raised and not raising:
-        # Python's own exception names only: a class of the student's could be named
-        # anything (see the threat model in the README).
-        shown = raised if isinstance(getattr(builtins, raised, None), type) else "an exception"
-        return format_failure(f"{name} raised {shown}", section=section,
+        # Python's and JAX's exception names only: a class of the student's could be
+        # named anything (see the threat model in the README).
+        return format_failure(f"{name} raised {safe_error_type(raised)}", section=section,
                               fix="run the exercise's 'try it' cell to reproduce the error")
     if raising and not raised:
         return format_failure(

@@ -7,6 +7,7 @@ own lines, not ours.
 """
 from __future__ import annotations
 
+import builtins
 import inspect
 import os
 import traceback
@@ -82,6 +83,27 @@ def format_failure(what: str, *, expected: Any = None, got: Any = None,
     if section:
         lines.append(f"  reread: section {section}")
     return "\n".join(lines)
+
+
+# Exception names a message may show where the student's code could have chosen the
+# name (a class named after what it read): Python's own and JAX's; any other is
+# shown as OWN_CLASS.
+KNOWN_ERRORS = frozenset({name for name, value in vars(builtins).items()
+                          if isinstance(value, type) and issubclass(value, BaseException)} | {
+    "CheckFailure", "ConcretizationTypeError", "JaxRuntimeError", "KeyReuseError",
+    "NonConcreteBooleanIndexError", "NotAFunction", "TracerArrayConversionError",
+    "TracerBoolConversionError", "TracerIntegerConversionError", "UnexpectedTracerError",
+    "XlaRuntimeError", "GraderError", "WireError", "JaxprTypeError"})
+OWN_CLASS = "an exception of its own class"
+
+
+def safe_error_type(name: str) -> str:
+    """The exception's name when it is Python's or JAX's, else :data:`OWN_CLASS`.
+
+    >>> safe_error_type("ValueError"), safe_error_type("Seed123Error")
+    ('ValueError', 'an exception of its own class')
+    """
+    return name if name in KNOWN_ERRORS else OWN_CLASS
 
 
 def fail(what: str, *, rung: str = "values", **kwargs: Any):

@@ -32,12 +32,17 @@ def nbgrader_env() -> dict[str, str]:
     return env
 
 
+def nbgrader_command(args: list[str]) -> list[str]:
+    """``nbgrader ARGS`` as this interpreter runs it (the course's plugins importable)."""
+    return [sys.executable, "-m", "grader.nbgrader_main", *args]
+
+
 def run_nbgrader(args: list[str], cwd: os.PathLike, *, check: bool = True,
                  capture: bool = True, timeout: float | None = None,
                  env: dict[str, str] | None = None):
     """Runs ``nbgrader ARGS`` in ``cwd`` with this interpreter (``env``: extra variables)."""
-    cmd = [sys.executable, "-m", "grader.nbgrader_main", *args]
-    proc = subprocess.run(cmd, cwd=cwd, env={**nbgrader_env(), **(env or {})}, text=True,
+    proc = subprocess.run(nbgrader_command(args), cwd=cwd,
+                          env={**nbgrader_env(), **(env or {})}, text=True,
                           capture_output=capture, timeout=timeout)
     if check and proc.returncode != 0:
         raise RuntimeError(f"`nbgrader {' '.join(args)}` failed with exit code "

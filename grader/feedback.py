@@ -133,12 +133,12 @@ def _expected(root: Path, assignment: str) -> dict[str, list[Path]]:
 
 def _run(args: list[str], root: Path) -> tuple[int, str]:
     """nbgrader ARGS as grader.course.run_nbgrader runs it, its log echoed as it comes."""
-    from grader.course import nbgrader_env
+    from grader.course import nbgrader_command, nbgrader_env
 
-    cmd = [sys.executable, "-m", "grader.nbgrader_main", *args]
     lines = []
-    with subprocess.Popen(cmd, cwd=root, env=nbgrader_env(), text=True, errors="replace",
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+    with subprocess.Popen(nbgrader_command(args), cwd=root, env=nbgrader_env(), text=True,
+                          errors="replace", stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT) as proc:
         for line in proc.stdout:
             sys.stderr.write(line)
             lines.append(line)

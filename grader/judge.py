@@ -10,28 +10,11 @@ observation.
 """
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import re
 
 from autograder import _check, _wire
-from autograder._feedback import format_failure
-
-# Exception names a message may show from a test cell with hidden tests: Python's own
-# and JAX's. Any other name is the student's to choose (a class named after a secret),
-# so it is shown as "an exception of its own class".
-_KNOWN_ERRORS = {name for name, value in vars(builtins).items()
-                 if isinstance(value, type) and issubclass(value, BaseException)} | {
-    "CheckFailure", "ConcretizationTypeError", "JaxRuntimeError", "KeyReuseError",
-    "NonConcreteBooleanIndexError", "NotAFunction", "TracerArrayConversionError",
-    "TracerBoolConversionError", "TracerIntegerConversionError", "UnexpectedTracerError",
-    "XlaRuntimeError", "GraderError", "WireError", "JaxprTypeError"}
-OWN_CLASS = "an exception of its own class"
-
-
-def safe_error_type(name: str) -> str:
-    """The exception's name when it is Python's or JAX's, else :data:`OWN_CLASS`."""
-    return name if name in _KNOWN_ERRORS else OWN_CLASS
+from autograder._feedback import format_failure, safe_error_type
 
 
 def _without_text(observation: _wire.Observation) -> _wire.Observation:
@@ -58,26 +41,21 @@ class Verdict:
 
 def decode(files: dict[str, bytes], test_id: str) -> _wire.CellResult | None:
     """A test cell's records from the files a sandbox wrote; None when unusable."""
+    return decode_or_refusal(files, test_id)[0]
+
+
+def decode_or_refusal(files: dict[str, bytes], test_id: str
+                      ) -> tuple[_wire.CellResult | None, str]:
+    """``(records, "")``, or ``(None, why the files were refused)`` ("" when they are
+    missing or hold another cell's records)."""
     raw_json, raw_npz = files.get(f"probe/{test_id}.json"), files.get(f"probe/{test_id}.npz")
     if raw_json is None or raw_npz is None:
-        return None
+        return None, ""
     try:
         cell = _wire.loads(raw_json, raw_npz)
-    except _wire.WireError:
-        return None
-    return cell if cell.test_id == test_id else None
-
-
-def refusal(files: dict[str, bytes], test_id: str) -> str:
-    """Why a test cell's result files were refused ("" when they are missing or fine)."""
-    raw_json, raw_npz = files.get(f"probe/{test_id}.json"), files.get(f"probe/{test_id}.npz")
-    if raw_json is None or raw_npz is None:
-        return ""
-    try:
-        _wire.loads(raw_json, raw_npz)
     except _wire.WireError as err:
-        return str(err)[:300]
-    return ""
+        return None, str(err)[:300]
+    return (cell, "") if cell.test_id == test_id else (None, "")
 
 
 def _artifact_facts(observation: _wire.Observation, derived: dict | None, key: str):

@@ -129,7 +129,7 @@ def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
                  held: dict[str, str] | None = None) -> dict[str, dict]:
     """``{test id: verdict}`` of one run, against the decoded reference results."""
     files = {k: bytes.fromhex(v) for k, v in bundle["files"].items()}
-    student = {t: _judge.decode(files, t) for t in tests}
+    decoded = {t: _judge.decode_or_refusal(files, t) for t in tests}
     verdicts = {}
     for test_id in tests:
         if test_id in bundle["unanswered"]:
@@ -137,9 +137,9 @@ def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
         elif reference.get(test_id) is None:
             verdict = _judge.Verdict(False, f"no reference results for {test_id}")
         else:
-            verdict = _judge.judge_cell(reference[test_id], student.get(test_id),
+            student, why = decoded[test_id]
+            verdict = _judge.judge_cell(reference[test_id], student,
                                         derived=derived, reference_derived=reference_derived)
-            why = _judge.refusal(files, test_id) if student.get(test_id) is None else ""
             if why:
                 verdict = _judge.Verdict(False, format_failure(
                     "the grader refused the results this exercise's checks sent back",

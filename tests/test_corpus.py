@@ -248,13 +248,8 @@ def _secrets(course: Path) -> list[str]:
 def feedback(corpus):
     """Feedback for the whole batch: nbgrader goes on past a notebook it fails on and
     exits 1 then, so the pages are checked one by one below."""
-    from grader.course import nbgrader_env
-    import subprocess
-    import sys
-
     course = corpus[0]
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", assignment.NAME,
-                    "--force"], cwd=course, env=nbgrader_env(), capture_output=True)
+    run_nbgrader(["generate_feedback", assignment.NAME, "--force"], cwd=course, check=False)
     return course
 
 

@@ -5,6 +5,14 @@ reason they are wrong; each must cost exactly its own exercise (the test cells t
 off any flag a wrong answer leaves on, when they start and when they end).
 """
 
+# The start of a cache_miss_report that collects the 'jax' logger's records in `lines`
+# (what its wrong variants share; each goes on from there).
+_COLLECTING = ("import logging\n"
+               "def cache_miss_report(fn, calls):\n"
+               "    lines = []\n"
+               "    handler = logging.Handler()\n"
+               "    handler.emit = lambda record: lines.append(record.getMessage())\n")
+
 VARIANTS = {
     "09_debugging_nan_origin": {
         "correct": [
@@ -390,11 +398,7 @@ VARIANTS = {
         ],
         "wrong": [
             ("turns the flag on with jax.config.update and leaves it on",
-             "import logging\n"
-             "def cache_miss_report(fn, calls):\n"
-             "    lines = []\n"
-             "    handler = logging.Handler()\n"
-             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             _COLLECTING +
              "    logging.getLogger('jax').addHandler(handler)\n"
              "    jax.config.update('jax_explain_cache_misses', True)\n"
              "    for args in calls:\n"
@@ -403,11 +407,7 @@ VARIANTS = {
              "    return lines\n"),
             ("removes its handler only when every call returns: a call that raises leaves "
              "it on the logger",
-             "import logging\n"
-             "def cache_miss_report(fn, calls):\n"
-             "    lines = []\n"
-             "    handler = logging.Handler()\n"
-             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             _COLLECTING +
              "    logging.getLogger('jax').addHandler(handler)\n"
              "    with jax.explain_cache_misses(True):\n"
              "        for args in calls:\n"
@@ -415,11 +415,7 @@ VARIANTS = {
              "    logging.getLogger('jax').removeHandler(handler)\n"
              "    return lines\n"),
             ("swallows a call's error and returns what it has",
-             "import logging\n"
-             "def cache_miss_report(fn, calls):\n"
-             "    lines = []\n"
-             "    handler = logging.Handler()\n"
-             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             _COLLECTING +
              "    logging.getLogger('jax').addHandler(handler)\n"
              "    try:\n"
              "        with jax.explain_cache_misses(True):\n"
@@ -431,11 +427,7 @@ VARIANTS = {
              "        logging.getLogger('jax').removeHandler(handler)\n"
              "    return lines\n"),
             ("sets the logger's level and propagation for the calls and leaves them",
-             "import logging\n"
-             "def cache_miss_report(fn, calls):\n"
-             "    lines = []\n"
-             "    handler = logging.Handler()\n"
-             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             _COLLECTING +
              "    logger = logging.getLogger('jax')\n"
              "    logger.setLevel(logging.DEBUG)\n"
              "    logger.propagate = False\n"
@@ -454,11 +446,7 @@ VARIANTS = {
              "            fn(*args)\n"
              "    return []\n"),
             ("a handler but no flag: JAX logs no explanation",
-             "import logging\n"
-             "def cache_miss_report(fn, calls):\n"
-             "    lines = []\n"
-             "    handler = logging.Handler()\n"
-             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             _COLLECTING +
              "    logging.getLogger('jax').addHandler(handler)\n"
              "    try:\n"
              "        for args in calls:\n"
@@ -495,11 +483,7 @@ VARIANTS = {
              "        logging.getLogger('jax').removeHandler(handler)\n"
              "    return lines\n"),
             ("never removes its handler from the 'jax' logger",
-             "import logging\n"
-             "def cache_miss_report(fn, calls):\n"
-             "    lines = []\n"
-             "    handler = logging.Handler()\n"
-             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             _COLLECTING +
              "    logging.getLogger('jax').addHandler(handler)\n"
              "    with jax.explain_cache_misses(True):\n"
              "        for args in calls:\n"
