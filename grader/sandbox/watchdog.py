@@ -137,7 +137,9 @@ def _proportional(pid: int) -> int | None:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             fields = {k: int(v.split()[0]) << 10 for k, _, v in (
                 line.partition(":") for line in f) if k in ("Rss", "Pss_Anon", "Pss_Shmem")}
-    except (FileNotFoundError, ProcessLookupError):
+    except ProcessLookupError:  # ESRCH: the process is exiting, its memory is gone
+        return 0
+    except FileNotFoundError:
         return 0 if not os.path.exists(f"/proc/{pid}") else None
     except (OSError, ValueError):  # not ours to read: keep the RSS figure
         return None
@@ -217,17 +219,18 @@ class Watchdog:
     def sample(self) -> tuple[float, int, list[int]]:
         """(memory in MiB, tasks, pids) of the run now."""
         pids = tree(self._root)
-        rss = tasks = 0
+        resident, tasks = [], 0
         for pid in pids:
             r, t = _status(pid)
-            rss += r
+            resident.append(r)
             tasks += t
+        rss = sum(resident)
         files = folder_bytes(self._job)
         if (rss + files) / 2**20 > self.limits.memory_mb:
-            # Over by the cheap figure: count each shared page once (see the docstring).
-            pss = [_proportional(pid) for pid in pids]
-            if None not in pss:
-                rss = min(rss, sum(pss))
+            # Over by the cheap figure: count each shared page once (see the docstring),
+            # process by process: one whose PSS cannot be read keeps its RSS figure.
+            proportional = (_proportional(pid) for pid in pids)
+            rss = min(rss, sum(r if p is None else p for r, p in zip(resident, proportional)))
         return (rss + files) / 2**20, tasks, pids
 
     def _watch(self) -> None:
