@@ -9,6 +9,7 @@
   submission A --student S   build a submission from the release notebook
   demo [--dir demo] [--allow-unsandboxed]
                              the instructor's whole job on a sample class
+  rubric A...                each exercise's requirements, the checks that judge them, points
   mutants A [--exercise ID] [--limit N]
                              mutation score of each exercise's checks (survivors shown)
   bench [A...] [--parts student grading scale] [--size 24]
@@ -79,6 +80,14 @@ def _main(argv: list[str] | None = None) -> int:
         parser.add_argument("--check", action="store_true")
         args = parser.parse_args(rest)
         return release(args.assignments or _assignments(root), check=args.check, repo=root)
+    if command == "rubric":
+        from grader.rubric import table
+
+        parser.add_argument("assignments", nargs="*")
+        args = parser.parse_args(rest)
+        for name in args.assignments or _assignments(root):
+            print(table(name, root), end="\n\n")
+        return 0
     if command == "grade":
         from grader.pipeline import grade_assignment
 
