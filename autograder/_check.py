@@ -38,7 +38,7 @@ EXPLAINERS: dict[str, Callable[..., str | None]] = {}
 # knows what the error means for this check; None falls back to explain_error).
 EXPLAINS_ERRORS: set[str] = set()
 
-_state = {"mode": KERNEL, "out": "probe", "records": None, "test_id": None}
+_state = {"mode": KERNEL, "out": "probe", "records": None, "test_id": None, "rubric": {}}
 # What puts back process-wide state a student's code may leave behind (JAX's
 # configuration flags), run whenever a test cell's code has run: see at_test_cell_end.
 _CELL_END: list[Callable[[], None]] = []
@@ -221,9 +221,23 @@ def run(check: Check, *, with_captured: bool = False) -> Any:
             raise CheckFailure(message) from err
         report_captured(captured, check.label)
         return (result, captured) if with_captured else result
-    _state_records().append(_wire.Record(check.kind, check.label, dict(check.params), observed,
-                                         expected if role == REFERENCE else None))
+    _state_records().append(_wire.Record(
+        check.kind, check.label, dict(check.params), observed,
+        expected if role == REFERENCE else None,
+        requirements=_state["rubric"].get(_public_check(), ()) if role == REFERENCE else ()))
     return (result, captured) if with_captured else result
+
+
+def _public_check() -> str:
+    """The name of the ``autograder`` function the test cell called (the outermost frame
+    of this package), which the rubric binds to requirements."""
+    import sys
+
+    frame, name = sys._getframe(2), ""
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("autograder"):
+        name = frame.f_code.co_name
+        frame = frame.f_back
+    return name
 
 
 def _state_records() -> list:
@@ -268,10 +282,10 @@ def run_test_cell(test_id: str, source: str, namespace: dict, hidden: str = "",
     only, and the cell's source is dropped from the line cache afterwards: what the
     kernel keeps between cells holds neither.
     """
-    from autograder import _draws
+    from autograder import _draws, _rubric
 
     _forget_test_sources()
-    _state.update(records=[], test_id=test_id)
+    _state.update(records=[], test_id=test_id, rubric=_rubric.by_check(source))
     scope = dict(namespace)
     stopped, hidden_from = "", None
     if seed is not None:
@@ -288,7 +302,7 @@ def run_test_cell(test_id: str, source: str, namespace: dict, hidden: str = "",
         if seed is not None:
             _draws.set_seed(None)
         _forget_test_sources()
-    records, _state["records"] = _state["records"], None
+    records, _state["records"], _state["rubric"] = _state["records"], None, {}
     if hidden and hidden_from is None:
         hidden_from = len(records)  # stopped in the visible part: every record is visible
     raw_json, raw_npz = _wire.dumps(_wire.CellResult(test_id, tuple(records), stopped,

@@ -27,6 +27,7 @@ MAX_RECORDS = 1_000         # checks in one test cell
 MAX_LEAVES = 20_000         # leaves in one observation
 MAX_ARRAY_BYTES = 64 << 20  # bytes of arrays in one test cell's results
 MAX_JSON_BYTES = 16 << 20   # bytes of one test cell's JSON
+MAX_REQUIREMENTS = 16       # rubric items named by one record
 
 OBSERVATION_KINDS = ("tree", "facts", "error", "artifact")
 LEAF_KINDS = ("array", "scalar", "text", "none", "key", "other")
@@ -93,6 +94,9 @@ class Record:
     params: dict
     observed: Observation
     expected: Observation | None = None
+    # The rubric items its check judges (the test cell's "# rubric:" lines); trusted
+    # from the reference run only, named in the feedback when the check fails.
+    requirements: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +219,7 @@ def dumps(cell: CellResult) -> tuple[bytes, bytes]:
     doc = {"test_id": cell.test_id, "stopped": cell.stopped[:MAX_TEXT],
            "hidden_from": cell.hidden_from,
            "records": [{"kind": r.kind, "label": r.label[:MAX_TEXT], "params": r.params,
+                        "requirements": [q[:MAX_TEXT] for q in r.requirements[:MAX_REQUIREMENTS]],
                         "observed": writer.observation(r.observed),
                         "expected": writer.observation(r.expected)} for r in cell.records]}
     buffer = io.BytesIO()
@@ -384,12 +389,18 @@ def loads(raw_json: bytes, raw_npz: bytes) -> CellResult:
         out.append(Record(kind=_text(item.get("kind"), "kind", 100),
                           label=_text(item.get("label"), "label"),
                           params=_json_only(item["params"]),
-                          observed=observed, expected=reader.observation(item.get("expected"))))
+                          observed=observed, expected=reader.observation(item.get("expected")),
+                          requirements=_requirements(item.get("requirements", []))))
     hidden_from = doc.get("hidden_from")
     _need(hidden_from is None or (type(hidden_from) is int and 0 <= hidden_from <= len(out)),
           "bad hidden_from")
     return CellResult(test_id=_text(doc.get("test_id"), "test id", 200), records=tuple(out),
                       stopped=_text(doc.get("stopped", ""), "stopped"), hidden_from=hidden_from)
+
+
+def _requirements(value: Any) -> tuple:
+    _need(isinstance(value, list) and len(value) <= MAX_REQUIREMENTS, "bad requirements")
+    return tuple(_text(q, "requirement") for q in value)
 
 
 def roundtrip(obs: Observation) -> Observation:

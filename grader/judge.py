@@ -67,6 +67,11 @@ def _artifact_facts(observation: _wire.Observation, derived: dict | None, key: s
     return derived[key]
 
 
+def _naming(message: str, requirements: tuple) -> str:
+    """A failing check's message, ending with the rubric items that check judges."""
+    return message + "".join(f'\n  requirement not met: "{q}"' for q in requirements)
+
+
 def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
                derived: dict | None = None, reference_derived: dict | None = None) -> Verdict:
     """The verdict on one test cell: the first failing check's message, or a pass.
@@ -86,9 +91,9 @@ def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
     for index, ref in enumerate(reference.records):
         if index >= len(student.records):
             stopped = _stopped(student.stopped, secret) or "the test cell stopped"
-            return Verdict(False, format_failure(
+            return Verdict(False, _naming(format_failure(
                 f"{ref.label}: this check did not run, because the test stopped earlier "
-                f"({stopped})", section=ref.params.get("section")))
+                f"({stopped})", section=ref.params.get("section")), ref.requirements))
         got = student.records[index]
         # Labels name the student's own parameters (call_signature): only the kind of
         # check must match; the message uses the reference's label.
@@ -116,7 +121,7 @@ def judge_cell(reference: _wire.CellResult, student: _wire.CellResult | None, *,
                        or _check.explain_error(ref.label, quiet,
                                                section=ref.params.get("section")))
         if message:
-            return Verdict(False, message)
+            return Verdict(False, _naming(message, ref.requirements))
     if student.stopped:
         return Verdict(False, format_failure(
             f"the test stopped with {_stopped(student.stopped, secret)}",

@@ -17,8 +17,8 @@ in the sentence) or declared not a rule, with the reason, in the same place::
 
 A requirement that cannot be judged is reworded as advice in the statement, never
 left as a rule. An exercise's points are earned when every item passes (nbgrader
-scores a test cell as a whole); the rubric names the item that failed in the
-feedback (:func:`requirement_of`).
+scores a test cell as a whole); the feedback of a failing check names the items bound
+to it (``autograder._rubric``: the reference run records them).
 
 ``python -m autograder rubric MODULE`` prints the table; ``tests/test_rubric.py``
 fails on a requirement without a check, a quote that is not in the statement, a check
@@ -35,10 +35,9 @@ import re
 import textwrap
 from pathlib import Path
 
+from autograder import _rubric
 from grader import notebook
 
-_RUBRIC = re.compile(r'^\s*#\s*rubric:\s*"(?P<quote>[^"]+)"\s*->\s*(?P<checks>[\w, ]+?)\s*$', re.M)
-_NOT_A_RULE = re.compile(r'^\s*#\s*not a rule:\s*"(?P<quote>[^"]+)"\s*--\s*(?P<why>.+?)\s*$', re.M)
 _TRIGGER = re.compile(r"\b(must|use|do not|don't|does not|without|never|leaves?\b.{0,60}\bas\b)",
                       re.I)
 _HEADING = re.compile(r"^#{2,3} Exercise\b", re.M)
@@ -147,10 +146,9 @@ def exercises(nb: dict) -> list[Exercise]:
             points=float(notebook.meta(cell).get("points", 0)),
             statement="\n\n".join(markdown + [_docstrings(solution)]),
             solution=_solution_code(solution), visible=visible, hidden=hidden,
-            items=tuple(Item(m["quote"].strip(), tuple(c.strip() for c in m["checks"].split(",")
-                                                        if c.strip()))
-                        for m in _RUBRIC.finditer(visible)),
-            not_rules=tuple((m["quote"].strip(), m["why"]) for m in _NOT_A_RULE.finditer(visible))))
+            items=tuple(Item(quote, checks) for quote, checks in _rubric.items(visible)),
+            not_rules=tuple((m["quote"].strip(), m["why"])
+                            for m in _rubric.NOT_A_RULE.finditer(visible))))
     return out
 
 

@@ -1,6 +1,8 @@
 """The trusted judge: a submission's records against the reference's, outside the sandbox."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from autograder import _wire
@@ -142,3 +144,34 @@ def test_a_decompression_bomb_in_a_result_file_fails_only_its_exercise_and_says_
     assert not verdicts["test_x"]["passed"]
     assert "refused" in verdicts["test_x"]["message"] and "compressed" in verdicts["test_x"]["message"]
     assert verdicts["test_y"]["passed"], verdicts["test_y"]
+
+
+def test_a_failing_check_names_the_rubric_items_the_reference_bound_to_it(tmp_path):
+    """The reference run records, for each check, the rubric items its test cell binds
+    to it; the judge names them when the student's check fails, and ignores what a
+    student's record claims."""
+    from autograder import _check
+
+    source = ('# doubles.\n'
+              '# rubric: "returns twice x" -> assert_matches_reference\n'
+              '# rubric: "keeps the dtype" -> assert_matches_reference, assert_tree_matches\n'
+              'from autograder import assert_matches_reference\n'
+              'assert_matches_reference(double, lambda x: 2 * x, (np.ones(2, np.float32),))\n')
+    cells = {}
+    for role, double in (("reference", lambda x: 2 * x), ("student", lambda x: 3 * x)):
+        _check.configure(role, out=str(tmp_path / role))
+        try:
+            _check.run_test_cell("test_x", source, {"double": double, "np": np})
+        finally:
+            _check.configure("kernel")
+        files = {name: (tmp_path / role / f"test_x.{name}").read_bytes() for name in ("json", "npz")}
+        cells[role] = _wire.loads(files["json"], files["npz"])
+    (ref,) = cells["reference"].records
+    assert ref.requirements == ("returns twice x", "keeps the dtype")
+    assert cells["student"].records[0].requirements == ()  # recorded by the reference only
+    verdict = judge_cell(cells["reference"], cells["student"])
+    assert not verdict.passed and verdict.message.endswith(
+        'requirement not met: "returns twice x"\n  requirement not met: "keeps the dtype"')
+    forged = _wire.CellResult("test_x", (dataclasses.replace(cells["student"].records[0],
+                                                             requirements=("nothing",)),))
+    assert '"nothing"' not in judge_cell(cells["reference"], forged).message
