@@ -4,7 +4,11 @@ Each mutant changes one thing a student might get wrong: an operator or comparis
 a constant off by one, an axis or ``keepdims``, ``mean`` for ``sum``, a dropped
 ``stop_gradient`` or ``where`` guard, a dtype, the order of two arguments, a loop
 bound, a key reused instead of split, a static argument made traced (or the other
-way). A check that lets a mutant through has a hole, unless the mutant is equivalent
+way); and the mistakes of code with effects: a statement called for its effect left
+out (a handler never removed, a log never appended), a ``finally`` flattened (state
+not restored when the call raises), a flag flipped, two keyword arguments or the two
+first results swapped, a step of a method chain skipped (``lower(...).as_text()`` for
+``lower(...).compile().as_text()``), ``in`` for ``not in``. A check that lets a mutant through has a hole, unless the mutant is equivalent
 (it computes the same function); equivalent mutants are listed in the exercise's test
 cell as ``# equivalent mutant <id>: <reason>`` lines, so the definition says why.
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import itertools
 import random
 import re
 from typing import Callable, Iterator
@@ -27,7 +32,8 @@ _BINOP_SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: 
                 ast.Pow: ast.Mult, ast.FloorDiv: ast.Div, ast.MatMult: ast.Mult,
                 ast.Mod: ast.FloorDiv}
 _CMP_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
-              ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+              ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In,
+              ast.Is: ast.IsNot, ast.IsNot: ast.Is}
 _FUNC_SWAPS = {"mean": "sum", "sum": "mean", "max": "min", "min": "max", "argmax": "argmin",
                "argmin": "argmax", "jacfwd": "jacrev", "maximum": "minimum",
                "minimum": "maximum", "exp": "log", "log": "exp", "log1p": "log",
@@ -82,6 +88,25 @@ class _Sites(ast.NodeVisitor):
                      lambda n, new=new: _replace(n, ops=[new()] + n.ops[1:]))
         self.generic_visit(node)
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Call):
+            self.add(node, "drop", f"leave out the call {_call_name(node.value) or ''}(...)",
+                     lambda n: ast.Pass())
+        self.generic_visit(node)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        if node.finalbody and not node.handlers:
+            self.add(node, "nofinally", "run the finally block only when nothing raised",
+                     lambda n: n.body + n.orelse + n.finalbody)
+        self.generic_visit(node)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if isinstance(node.value, ast.Tuple) and len(node.value.elts) >= 2:
+            self.add(node, "retswap", "return the first two results in the other order",
+                     lambda n: _replace(n, value=_replace(n.value, elts=[
+                         n.value.elts[1], n.value.elts[0]] + n.value.elts[2:])))
+        self.generic_visit(node)
+
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
         if isinstance(node.op, ast.USub):
             self.add(node, "negate", "drop a minus sign", lambda n: n.operand)
@@ -89,7 +114,10 @@ class _Sites(ast.NodeVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         v = node.value
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, bool):
+            self.add(node, "flag", f"{v} -> {not v}", lambda n: ast.Constant(not n.value))
+            return
+        if not isinstance(v, (int, float)):
             return
         if isinstance(v, int):
             self.add(node, "const+1", f"{v} -> {v + 1}", lambda n: ast.Constant(n.value + 1))
@@ -133,6 +161,21 @@ class _Sites(ast.NodeVisitor):
         if len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
             self.add(node, "argswap", f"swap the first two arguments of {name or 'a call'}",
                      lambda n: _replace(n, args=[n.args[1], n.args[0]] + n.args[2:]))
+        # Two keyword arguments given each other's value (decay_steps for warmup_steps).
+        named = [i for i, kw in enumerate(node.keywords)
+                 if kw.arg and not isinstance(kw.value, ast.Constant)][:4]
+        for a, b in itertools.combinations(named, 2):
+            self.add(node, "kwswap", f"swap the values of {node.keywords[a].arg}= and "
+                     f"{node.keywords[b].arg}=", lambda n, a=a, b=b: _replace(n, keywords=[
+                         _replace(kw, value=n.keywords[b if i == a else a].value)
+                         if i in (a, b) else kw for i, kw in enumerate(n.keywords)]))
+        func = node.func
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Attribute) and not func.value.args
+                and not func.value.keywords):
+            skipped = func.value.func.attr
+            self.add(node, "chain", f"skip .{skipped}() in a method chain",
+                     lambda n: _replace(n, func=_replace(n.func, value=n.func.value.func.value)))
         for i, kw in enumerate(node.keywords):
             if kw.arg in ("axis", "keepdims", "static_argnums", "static_argnames",
                           "has_aux", "argnums", "in_axes", "out_axes", "donate_argnums"):
@@ -206,6 +249,8 @@ def _apply(tree: ast.AST, site_id: str, apply) -> str | None:
                     # call first): the site is further down.
                     return super().generic_visit(node)
                 self.done = True
+                if isinstance(out, list):  # statements in place of one
+                    return out
                 return ast.copy_location(out, node) if out is not None else node
             return super().generic_visit(node)
 
@@ -223,7 +268,9 @@ def _matches(op: str, node: ast.AST) -> bool:
              "const=1": ast.Constant, "func": ast.Call, "unguard": ast.Call, "where": ast.Call,
              "bound": ast.Call, "key-reuse": ast.Call, "argswap": ast.Call,
              "dtype": ast.Attribute, "at": ast.Call, "argnums": ast.Call,
-             "transpose": ast.Attribute}
+             "transpose": ast.Attribute, "drop": ast.Expr, "nofinally": ast.Try,
+             "retswap": ast.Return, "flag": ast.Constant, "kwswap": ast.Call,
+             "chain": ast.Call}
     return isinstance(node, kinds.get(op, ast.AST))
 
 

@@ -32,9 +32,15 @@ class Row:
     kernel_disagrees: list = dataclasses.field(default_factory=list)
 
     @property
-    def score(self) -> float:
+    def score(self) -> float | None:
+        """Killed / mutants not declared equivalent; None (no score, never 100 %) when
+        there are none: nothing shows that the checks would catch a mistake."""
         counted = self.mutants - self.equivalent
-        return 1.0 if counted <= 0 else self.killed / counted
+        return None if counted <= 0 else self.killed / counted
+
+    @property
+    def weak(self) -> bool:
+        return self.score is None or self.score < THRESHOLD
 
 
 def _diff(a: str, b: str) -> str:
@@ -125,7 +131,7 @@ def print_table(assignment: str, rows: list[Row], show=print) -> None:
     show(f"  {'exercise':<40} {'mutants':>7} {'equiv.':>6} {'killed':>6} {'survived':>8} {'score':>6}")
     for r in rows:
         show(f"  {r.exercise:<40} {r.mutants:>7} {r.equivalent:>6} {r.killed:>6} "
-             f"{len(r.survivors):>8} {r.score:>6.0%}")
+             f"{len(r.survivors):>8} {'none' if r.score is None else f'{r.score:.0%}':>6}")
     for r in rows:
         for mid, what, diff in r.survivors:
             show(f"\n  SURVIVED {r.exercise} {mid} ({what}):")
@@ -143,8 +149,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     rows = run(Path.cwd(), args.assignment, exercise=args.exercise, limit=args.limit,
                workers=args.workers)
-    weak = [r for r in rows if r.score < THRESHOLD]
-    return 1 if weak else 0
+    return 1 if any(r.weak for r in rows) else 0
 
 
 if __name__ == "__main__":
