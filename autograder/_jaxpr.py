@@ -30,6 +30,7 @@ from autograder._artifacts import explain_program, program_facts, programs_of
 from autograder._check import Check, call, explain_error, explainer, run
 from autograder._feedback import call_signature, format_failure
 from autograder._numeric import call_student
+from autograder._region_work import explain_region_work
 from autograder._trace_errors import explain_jit_error
 
 # A jaxpr primitive -> the StableHLO op it always lowers to (so "uses" can be read from
@@ -38,6 +39,8 @@ LOWERS_TO = {"scan": "while", "while": "while", "cond": "case", "sin": "sine",
              "cos": "cosine", "tanh": "tanh", "exp": "exponential", "log": "log",
              "logistic": "logistic", "sqrt": "sqrt", "dot_general": "dot_general",
              "sort": "sort"}
+# The StableHLO ops whose regions must hold the work (see autograder._region_work).
+_REGION_OF = {"while": "loop", "case": "branch"}
 # ... and those no other primitive lowers to (so "no" can be read there too).
 ONLY_FROM = {"cond": "case", "sin": "sine", "cos": "cosine", "tanh": "tanh",
              "logistic": "logistic"}
@@ -182,6 +185,9 @@ def explain_program_op(observed, expected, *, label: str, primitive: str, want: 
             fix=fix or ("drop the `unroll` argument (the default, 1, keeps one loop body)"
                         if loop else None),
             section=section)
+    if want == "uses" and op in _REGION_OF:
+        return explain_region_work(program_facts(observed)[0], _REGION_OF[op], label=label,
+                                   section=section)
     if want == "no" and n:
         return format_failure(
             f"the exported program of {label} has {n} {shown}",
@@ -197,7 +203,10 @@ def assert_uses_primitive(fn: Callable, args: Sequence, primitive: str, *,
 
     Where the primitive always lowers to one StableHLO op (:data:`LOWERS_TO`: ``scan``
     and ``while`` to ``stablehlo.while``, ``cond`` to ``stablehlo.case``), the program
-    exported from ``fn`` must hold that op too (so a fully unrolled ``scan`` fails).
+    exported from ``fn`` must hold that op too (so a fully unrolled ``scan`` fails);
+    for loops and branches, the work must lie inside them: at least as many computing
+    operations in the loop bodies (the branches) as outside (:mod:`autograder._region_work`:
+    a loop that does nothing beside the steps written out fails, whatever their ops).
 
     >>> import jax.numpy as jnp
     >>> from jax import lax

@@ -24,6 +24,7 @@ from autograder._check import Check, explainer, run
 from autograder._feedback import call_signature, format_failure
 from autograder._jaxpr import count_primitives, make_jaxpr_of
 from autograder._loops import _bind_static
+from autograder._region_work import explain_region_work
 from autograder._trace_errors import explain_jit_error
 
 # Characteristic jaxpr primitives and the StableHLO op each lowers to, for the
@@ -35,6 +36,9 @@ _STABLEHLO_NAME = {
     "sqrt": "sqrt", "max": "maximum", "min": "minimum", "neg": "negate",
 }
 _LOOP_PRIMITIVES = ("scan", "while")
+# Computing operations a program may gain when its step count doubles (a real loop
+# gains none: only a constant changes).
+GROWTH_ALLOWED = 2
 # Not computation: function boundaries, region terminators, constants.
 _STRUCTURAL = {"func.func", "func.return", "stablehlo.return", "stablehlo.constant"}
 
@@ -103,6 +107,35 @@ def collect_loop_facts(fn: Callable, args: Sequence = (), *, body_op: str | None
     return facts
 
 
+def _doubled(args: Sequence, static_argnums: Sequence[int], trip_count: int):
+    """The inputs with twice the steps, or None where none says how many: a static
+    int equal to ``trip_count`` doubles, and an array whose leading axis has
+    ``trip_count`` entries (a sequence the loop runs over) is repeated to twice that."""
+    import jax
+    import jax.numpy as jnp
+
+    static = {i % len(args) for i in static_argnums} if args else set()
+    changed = False
+
+    def grow(leaf):
+        nonlocal changed
+        shape = getattr(leaf, "shape", ())
+        if len(shape) >= 1 and shape[0] == trip_count:
+            changed = True
+            return jnp.concatenate([leaf, leaf])
+        return leaf
+
+    out = []
+    for i, arg in enumerate(args):
+        if i in static:
+            if type(arg) is int and arg == trip_count:
+                arg, changed = 2 * arg, True
+            out.append(arg)
+        else:
+            out.append(jax.tree.map(grow, arg))
+    return tuple(out) if changed else None
+
+
 def assert_compiled_as_loop(fn: Callable, args: Sequence, *, body_op: str,
                             trip_count: int, static_argnums: Sequence[int] = (),
                             max_copies: int | None = None, section: str | None = None,
@@ -114,7 +147,11 @@ def assert_compiled_as_loop(fn: Callable, args: Sequence, *, body_op: str,
     with at most ``max_copies`` copies of ``body_op`` (default ``trip_count // 2``: a
     small unroll factor passes, full unrolling does not). A Python loop copies the
     body ``trip_count`` times at trace time; ``scan(unroll=True)`` copies it at
-    lowering.
+    lowering. Whatever ops the steps use: the program exported for twice the steps
+    (a static int equal to ``trip_count`` doubled, or the arrays whose leading axis
+    has ``trip_count`` entries repeated) holds no more computing operations than for
+    ``trip_count`` (an unrolled loop grows, a real one does not), and the work lies
+    inside the loop body (:mod:`autograder._region_work`).
 
     Args:
       fn: the student's function.
@@ -155,7 +192,12 @@ def assert_compiled_as_loop(fn: Callable, args: Sequence, *, body_op: str,
                  hint=hint, fix=fix)
     run(Check("loop_in_jaxpr", label, observe=lambda: _jaxpr_loop_facts(bound, dyn, body_op),
               observe_as="facts", params=teach))
-    observe, expect = program_sides(lambda: programs_of((bound, as_arrays(dyn), None)))
+    calls = [(bound, as_arrays(dyn), None)]
+    longer = _doubled(args, static_argnums, trip_count)
+    if longer is not None:
+        bound2, dyn2, _ = _bind_static(fn, longer, static_argnums)
+        calls.append((bound2, as_arrays(dyn2), None))
+    observe, expect = program_sides(lambda: programs_of(*calls))
     run(Check("loop_program", label, observe=observe, expect=expect, observe_as="artifact",
               expect_as="artifact", params=teach))
 
@@ -207,4 +249,23 @@ def explain_loop_program(observed, expected, *, label: str, body_op: str, trip_c
                           "lax.fori_loop copies the body once per step",
             fix=fix or "drop the `unroll` argument (the default, 1, keeps one body)",
             section=section)
+    programs = program_facts(observed)
+    if len(programs) > 1:
+        sizes = [program_loop_facts(f.get("ops", {}))["stablehlo_ops"] for f in programs[:2]]
+        if sizes[1] > sizes[0] + GROWTH_ALLOWED:
+            return format_failure(
+                f"the program of {label} grows with the number of steps",
+                expected=f"the same program for {trip_count} and {2 * trip_count} steps "
+                         "(one loop body, run more times)",
+                got=f"{sizes[0]} operations for {trip_count} steps, {sizes[1]} for "
+                    f"{2 * trip_count}",
+                cause=hint or "the steps are written out (a Python loop, or a loop "
+                              "unrolled while lowering) beside or instead of the loop",
+                fix=fix or "write one step as a function and run it with lax.fori_loop "
+                           "or lax.scan",
+                section=section)
+    problem = explain_region_work(programs[0], "loop", label=label, section=section,
+                                  hint=hint, fix=fix)
+    if problem:
+        return problem
     return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 
 from autograder._array_sizes import largest_array
+from autograder._region_work import region_work
 from autograder._while_trips import while_trip_counts
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
@@ -55,7 +56,8 @@ def static_facts(text: str) -> dict:
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
             "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
-            "largest_array": largest_array(text)}
+            "largest_array": largest_array(text),
+            "region_work": {kind: region_work(text, kind) for kind in ("loop", "branch")}}
 
 
 def _manual_ops(text: str) -> dict:

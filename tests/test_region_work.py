@@ -1,0 +1,132 @@
+"""Structure checks judge where the work lies, not which op names appear (issue 36).
+
+Each attack keeps the right values and the required construct, but the construct does
+not carry the work: a loop that does nothing beside the steps written out (under
+other op names: a shifted cosine for sin, a scaled logistic for tanh), a switch that
+picks among branches all computed before it. Correct formulations of the same
+contracts pass. The same attacks on the course's own exercises are wrong variants in
+tests/variants/05_control_flow.py, judged through the sandbox both ways.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from autograder import CheckFailure, assert_compiled_as_loop, assert_uses_primitive
+from autograder._region_work import region_work
+
+
+def _pendulum(state0, k, n_steps, dt=0.05):
+    def step(i, s):
+        omega = s[1] - dt * k * jnp.sin(s[0])
+        return jnp.stack([s[0] + dt * omega, omega])
+    return lax.fori_loop(0, n_steps, step, state0)
+
+
+def _pendulum_scan(state0, k, n_steps, dt=0.05):  # another correct formulation
+    def step(s, _):
+        omega = s[1] - dt * k * jnp.sin(s[0])
+        return jnp.stack([s[0] + dt * omega, omega]), None
+    return lax.scan(step, state0, None, length=n_steps)[0]
+
+
+def _pendulum_dead(state0, k, n_steps, dt=0.05):
+    theta, omega = state0[0], state0[1]
+    for _ in range(n_steps):  # sin as a shifted cosine: no `sine` to count
+        omega = omega - dt * k * jnp.cos(theta - jnp.pi / 2)
+        theta = theta + dt * omega
+    return lax.fori_loop(0, 2, lambda i, s: s * 1.0, jnp.stack([theta, omega]))
+
+
+def _rnn(params, h0, xs):
+    return lax.scan(lambda h, x: (jnp.tanh(x @ params["W"] + h),) * 2, h0, xs)[1]
+
+
+def _rnn_dead(params, h0, xs):
+    h, out = h0, []
+    for t in range(xs.shape[0]):  # tanh as a scaled logistic
+        h = 2 * jax.nn.sigmoid(2 * (xs[t] @ params["W"] + h)) - 1
+        out.append(h)
+    return lax.scan(lambda c, x: (c + 1.0, x * 1.0), 0.0, jnp.stack(out))[1]
+
+
+def _newton(a, tol=1e-6):
+    return lax.while_loop(lambda x: jnp.abs(x * x - a) > tol * a, lambda x: (x + a / x) / 2,
+                          jnp.maximum(a, 1.0))
+
+
+def _newton_dead(a, tol=1e-6):
+    x = jnp.maximum(a, 1.0)
+    for _ in range(30):  # fixed masked steps
+        x = jnp.where(jnp.abs(x * x - a) > tol * a, (x + a / x) / 2, x)
+    return lax.while_loop(lambda c: c < 0, lambda c: c + 1.0, x)
+
+
+def _activation(kind, x):
+    return lax.switch(kind, [jax.nn.relu, jnp.tanh, jax.nn.softplus], x)
+
+
+def _activation_nested(kind, x):  # another correct formulation: nested conds
+    return lax.cond(kind == 0, jax.nn.relu,
+                    lambda v: lax.cond(kind == 1, jnp.tanh, jax.nn.softplus, v), x)
+
+
+def _activation_dead(kind, x):
+    every = jnp.stack([jax.nn.relu(x), jnp.tanh(x), jax.nn.softplus(x)])
+    return lax.switch(kind, [lambda v: v[0], lambda v: v[1], lambda v: v[2]], every)
+
+
+_STATE, _K = jnp.array([1.0, 0.0]), jnp.float32(9.81)
+_P, _H0 = {"W": jnp.eye(3) * 0.5}, jnp.zeros(3)
+_XS = jnp.linspace(-1, 1, 60).reshape(20, 3)
+
+
+@pytest.mark.parametrize("fn", [_pendulum, _pendulum_scan])
+def test_a_real_loop_passes_at_both_sizes(fn):
+    assert_compiled_as_loop(fn, (_STATE, _K, 40), body_op="sin", trip_count=40,
+                            static_argnums=(2,))
+
+
+def test_steps_written_out_beside_a_dead_loop_grow_with_the_steps():
+    with pytest.raises(CheckFailure, match="grows with the number of steps") as err:
+        assert_compiled_as_loop(_pendulum_dead, (_STATE, _K, 40), body_op="sin",
+                                trip_count=40, static_argnums=(2,))
+    assert "operations for 40 steps" in str(err.value) and "for 80" in str(err.value)
+
+
+def test_a_sequence_loop_is_judged_at_twice_the_sequence():
+    assert_compiled_as_loop(_rnn, (_P, _H0, _XS), body_op="tanh", trip_count=20)
+    with pytest.raises(CheckFailure, match="grows with the number of steps"):
+        assert_compiled_as_loop(_rnn_dead, (_P, _H0, _XS), body_op="tanh", trip_count=20)
+
+
+@pytest.mark.parametrize("fn,args,primitive", [
+    (_newton, (jnp.float32(2.0),), "while"),
+    (_activation, (jnp.int32(1), jnp.linspace(-2, 2, 7)), "cond"),
+    (_activation_nested, (jnp.int32(1), jnp.linspace(-2, 2, 7)), "cond"),
+])
+def test_work_inside_the_loop_or_the_branches_passes(fn, args, primitive):
+    assert_uses_primitive(fn, args, primitive)
+
+
+@pytest.mark.parametrize("fn,args,primitive,where", [
+    (_newton_dead, (jnp.float32(2.0),), "while", "loop body"),
+    (_activation_dead, (jnp.int32(1), jnp.linspace(-2, 2, 7)), "cond", "branches"),
+])
+def test_dead_structure_beside_the_work_fails(fn, args, primitive, where):
+    with pytest.raises(CheckFailure, match=f"is not inside its {where}"):
+        assert_uses_primitive(fn, args, primitive)
+
+
+def test_layout_outside_is_free_and_other_op_names_still_count():
+    def layout_outside(x):  # reshapes, slices and a transpose cost nothing
+        y = jnp.transpose(x.reshape(4, 2))[:, 1:]
+        return lax.fori_loop(0, 3, lambda i, c: jnp.sin(c), y)
+    assert region_work(jax.jit(layout_outside).lower(jnp.ones(8)).as_text(), "loop") == {
+        "regions": 1, "inside": 3, "outside": 0}
+    def power_outside(x):  # `power` and `rsqrt`: counted like any computing op
+        return lax.fori_loop(0, 3, lambda i, c: c + 1.0, x ** 3 * lax.rsqrt(x))
+    work = region_work(jax.jit(power_outside).lower(jnp.ones(8)).as_text(), "loop")
+    assert work["outside"] >= 2
