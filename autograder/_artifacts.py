@@ -39,8 +39,8 @@ import numpy as np
 
 from autograder import _wire
 from autograder._program_text import (ALLOWED_CUSTOM_CALLS, ALLOWED_DIALECTS,  # noqa: F401
-                                      COLLECTIVES, REFUSED_OPS, collective_classes,
-                                      collective_counts, static_facts)
+                                      COLLECTIVES, REFUSED_OPS, collective_bytes,
+                                      collective_classes, collective_counts, static_facts)
 
 MAX_PROGRAM_BYTES = 16 << 20
 
@@ -207,6 +207,7 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             hlo = compiled.as_text()
             facts["collectives"] = collective_classes(hlo)
             facts["collective_counts"] = collective_counts(hlo)
+            facts["collective_bytes"] = collective_bytes(hlo)
             facts["hlo_ops"] = dict(Counter(re.findall(r"= \S+ ([a-z\-]+)\(", hlo)))
             memory = compiled.memory_analysis()
             facts["temp_bytes"] = int(getattr(memory, "temp_size_in_bytes", -1) or 0)

@@ -37,6 +37,7 @@ from autograder._check import REFERENCE, Check, explainer, mode, run
 from autograder._feedback import call_signature, describe_value, format_failure
 from autograder._jaxpr import _sub_jaxprs, trace_jaxpr
 from autograder._mesh import explain_same_set
+from autograder._parallel import explain_collective_bytes
 
 # What each collective primitive lowers to in StableHLO (``pmean`` is a psum and a
 # division; with check_vma=True ``psum`` of a varying value traces to psum_invariant).
@@ -93,6 +94,7 @@ def _reference_program(fn: Callable, args: Sequence, kwargs: dict | None):
 
 def assert_collective_in_hlo(fn: Callable, args: Sequence, collective: str | Sequence[str], *,
                              present: bool = True, kwargs: dict | None = None,
+                             max_bytes: int | None = None,
                              name: str | None = None, section: str | None = None,
                              hint: str | None = None, fix: str | None = None) -> None:
     """Asserts that the compiled HLO of ``jax.jit(fn)(*args)`` has (or lacks) a collective.
@@ -108,6 +110,9 @@ def assert_collective_in_hlo(fn: Callable, args: Sequence, collective: str | Seq
       collective: a class from :data:`COLLECTIVES`, or several: with
         ``present=True`` any one of them passes; with ``present=False`` none may appear.
       present: whether the collective must appear (``True``) or be absent.
+      max_bytes: the most bytes all collectives may move together, per device (the
+        gradients of a data-parallel step, not its batch: what a collective carries,
+        not its name; :func:`autograder._parallel.explain_collective_bytes`).
       kwargs, name, section, hint, fix: keyword inputs; how to name the call; the
         section to reread; a likely cause and a fix that replace the defaults.
 
@@ -133,12 +138,13 @@ def assert_collective_in_hlo(fn: Callable, args: Sequence, collective: str | Seq
               observe=lambda: programs_of((fn, tuple(args), kwargs)), observe_as="artifact",
               expect=_reference_program(fn, args, kwargs), expect_as="artifact",
               params=dict(compile=True, wanted=list(wanted), present=present,
-                          section=section, hint=hint, fix=fix)))
+                          max_bytes=max_bytes, section=section, hint=hint, fix=fix)))
 
 
 @explainer("collective_in_hlo")
 def explain_collective_in_hlo(observed, expected, *, label: str, wanted: list,
-                              present: bool = True, section: str | None = None,
+                              present: bool = True, max_bytes: int | None = None,
+                              section: str | None = None,
                               hint: str | None = None, fix: str | None = None,
                               **_ignored) -> str | None:
     """Presence (or absence) of collective classes in the compiled exported program."""
@@ -165,7 +171,8 @@ def explain_collective_in_hlo(observed, expected, *, label: str, wanted: list,
                            "intermediate is laid out differently than the computation needs"),
             fix=fix or "place the inputs so that each device already holds what it needs",
             section=section)
-    return None
+    return explain_collective_bytes(program_facts(observed)[0], max_bytes, label=label,
+                                    section=section, hint=hint, fix=fix)
 
 
 def _names_facts(got: Any) -> dict:

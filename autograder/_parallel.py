@@ -147,7 +147,9 @@ def explain_collective_counts(observed: Mapping[str, int], expected: Any = None,
 def assert_collective_counts(fn: Callable, args: Sequence, *, kwargs: dict | None = None,
                              at_least: Mapping[str, int] | None = None,
                              at_most: Mapping[str, int] | None = None,
-                             absent: Sequence[str] = (), name: str | None = None,
+                             absent: Sequence[str] = (),
+                             max_bytes: int | None = None,
+                             name: str | None = None,
                              section: str | None = None, hint: str | None = None,
                              fix: str | None = None) -> dict[str, int]:
     """Asserts bounds on the collectives in the compiled HLO of ``jax.jit(fn)(*args)``.
@@ -163,6 +165,8 @@ def assert_collective_counts(fn: Callable, args: Sequence, *, kwargs: dict | Non
       at_least: ``{class: n}``: each class must appear at least ``n`` times.
       at_most: ``{class: n}``: no class may appear more than ``n`` times.
       absent: classes that must not appear.
+      max_bytes: the most bytes all its collectives may move together (per device;
+        :func:`explain_collective_bytes`).
       name, section, hint, fix: how to name the call, the section to reread, and a
         likely cause and a fix that replace the defaults.
 
@@ -189,6 +193,7 @@ def assert_collective_counts(fn: Callable, args: Sequence, *, kwargs: dict | Non
               observe_as="artifact",
               params=dict(compile=True, at_least=dict(at_least or {}),
                           at_most=dict(at_most or {}), absent=list(absent),
+                          max_bytes=max_bytes,
                           section=section, hint=hint, fix=fix)))
 
 
@@ -198,8 +203,50 @@ def _explain_collective_counts(observed, expected, *, label, compile=True, secti
     problem = explain_program(observed, expected, label=label, section=section)
     if problem:
         return problem
-    counts = program_facts(observed)[0].get("collective_counts", {})
-    return explain_collective_counts(counts, name=label, section=section, **params)
+    facts = program_facts(observed)[0]
+    max_bytes = params.pop("max_bytes", None)
+    return (explain_collective_counts(facts.get("collective_counts", {}), name=label,
+                                      section=section, **params)
+            or explain_collective_bytes(facts, max_bytes, label=label, section=section,
+                                        hint=params.get("hint"), fix=params.get("fix")))
+
+
+def explain_collective_bytes(facts: Mapping, max_bytes: int | None, *, label: str,
+                             section: str | None = None, hint: str | None = None,
+                             fix: str | None = None) -> str | None:
+    """What a program's collectives move, against the most the exercise needs (pure).
+
+    A collective's name does not say what it carries: one ``psum`` of zero-padded
+    slices is an all-gather in disguise, and an all-reduce of the whole batch is the
+    batch gathered on every device. ``facts["collective_bytes"]`` (per class, each op
+    counting the larger of what it reads and returns, per device) summed over every
+    class may not exceed ``max_bytes``.
+
+    >>> explain_collective_bytes({"collective_bytes": {"all-reduce": 64}}, 64, label="f") is None
+    True
+    >>> print(explain_collective_bytes({"collective_bytes": {"all-reduce": 1024}}, 64,
+    ...                                label="f(x)"))
+    the collectives of f(x) move more than the exercise needs
+      expected: at most 64 bytes through collectives (per device)
+      got:      1,024 bytes (all-reduce 1,024)
+      likely cause: more than the partial results crosses devices: an array gathered whole in disguise (a sum of zero-padded slices), or a whole activation or batch sent where only a result needs combining
+      fix: combine only the partial results each device computed from its own slices
+    """
+    if max_bytes is None:
+        return None
+    moved = {str(k): int(v) for k, v in dict(facts.get("collective_bytes") or {}).items()}
+    total = sum(moved.values())
+    if total <= int(max_bytes):
+        return None
+    return format_failure(
+        f"the collectives of {label} move more than the exercise needs",
+        expected=f"at most {int(max_bytes):,} bytes through collectives (per device)",
+        got=f"{total:,} bytes ({', '.join(f'{k} {v:,}' for k, v in moved.items())})",
+        cause=hint or ("more than the partial results crosses devices: an array gathered "
+                       "whole in disguise (a sum of zero-padded slices), or a whole "
+                       "activation or batch sent where only a result needs combining"),
+        fix=fix or "combine only the partial results each device computed from its own slices",
+        section=section)
 
 
 # --------------------------------------------------------------------- placement

@@ -98,6 +98,44 @@ def collective_counts(hlo_text: str) -> dict[str, int]:
     return dict(sorted(Counter(m.group(1) for m in _COLLECTIVE_COUNT.finditer(hlo_text)).items()))
 
 
+_HLO_ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8\w*?)\[([\d,]*)\]")
+_HLO_BITS = {"pred": 8, "bf16": 16, "c64": 64, "c128": 128}
+
+
+def _hlo_bytes(text: str) -> int:
+    """Bytes of every array type written in a piece of HLO text (``f32[8,16]{1,0}``)."""
+    total = 0
+    for dtype, dims in _HLO_ARRAY.findall(text):
+        bits = _HLO_BITS.get(dtype) or int(re.sub(r"\D.*", "", dtype[1:]) or 8)
+        if dtype.startswith("f8"):
+            bits = 8
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * bits // 8
+    return total
+
+
+def collective_bytes(hlo_text: str) -> dict[str, int]:
+    r"""Bytes each class of collective moves in (optimized) HLO, summed over its ops: for
+    each op, the larger of what it reads and what it returns (an all-reduce's buffer,
+    an all-gather's gathered array). Any element type; ``-done`` forms not counted.
+
+    >>> collective_bytes("%a = f32[8,16]{1,0} all-reduce(f32[8,16]{1,0} %p), to_apply=%add\n"
+    ...                  "%g = bf16[64]{0} all-gather(bf16[8]{0} %q), dimensions={0}")
+    {'all-gather': 128, 'all-reduce': 512}
+    """
+    out: Counter = Counter()
+    for line in hlo_text.splitlines():
+        match = _COLLECTIVE_COUNT.search(line)
+        if match is None or "=" not in line[:match.start()]:
+            continue
+        result = line[line.index("=", 0, match.start()) + 1:match.start()]
+        operands = line[match.end():].split("),", 1)[0]
+        out[match.group(1)] += max(_hlo_bytes(result), _hlo_bytes(operands))
+    return dict(sorted(out.items()))
+
+
 def collective_classes(hlo_text: str) -> list[str]:
     """The classes of collective ops in (optimized) HLO text, sorted.
 
