@@ -180,6 +180,18 @@ def explain_batched_values(observed, expected, *, label: str, rtol: float = 1e-5
                         fix=fix)
 
 
+# A batched program may hold this many times the operations of jax.vmap of the
+# example function, plus a few: hand-vectorised answers differ from vmap's program,
+# a batch padded to a fixed size and looped over holds one copy per padded example.
+PADDED_FACTOR, PADDED_SLACK = 3, 10
+
+
+def _vmapped(example_fn: Callable, in_axes: Any, out_axes: Any) -> Callable:
+    import jax
+
+    return jax.vmap(example_fn, in_axes=in_axes, out_axes=out_axes)
+
+
 @explainer("batched_program", errors=True)
 def explain_batched_program(observed, expected, *, label: str, sizes: list,
                             allow_scan: bool = False, example_name: str = "",
@@ -193,9 +205,13 @@ def explain_batched_program(observed, expected, *, label: str, sizes: list,
     if problem:
         return problem
     facts = program_facts(observed)
-    if len(facts) != len(sizes):
+    if len(facts) != len(sizes) + 1:
         return format_failure(f"the grader got {len(facts)} programs of {label} for "
                               f"{len(sizes)} batch sizes", section=section)
+    # The last program is jax.vmap of the trusted example function at the first size:
+    # the reference run's when grading (trusted), this process's in the kernel.
+    example = (program_facts(expected) or facts)[-1] if expected is not None else facts[-1]
+    facts = facts[:-1]
     counts = [sum(int(v) for v in f.get("ops", {}).values()) for f in facts]
     extra = sizes[-1] - sizes[0]
     growth = counts[-1] - counts[0]
@@ -226,9 +242,55 @@ def explain_batched_program(observed, expected, *, label: str, sizes: list,
             fix=f"use jax.vmap({example_name}, in_axes=...), which runs every example in "
                 "one batched operation",
             section=section)
+    problem = _explain_padded(facts, example, sizes, allow_scan, label=label,
+                              example_name=example_name, section=section)
+    if problem:
+        return problem
     return explain_program(observed, expected, label=label, section=section,
                            rtol=max(rtol, TIE_TOLERANCE["rtol"]),
                            atol=max(atol, TIE_TOLERANCE["atol"]))
+
+
+def _work(facts: dict) -> tuple[int, int]:
+    """(computing operations outside loops, in all) of a program's facts."""
+    loop = (facts.get("region_work") or {}).get("loop") or {}
+    return int(loop.get("outside", 0)), int(loop.get("outside", 0)) + int(loop.get("inside", 0))
+
+
+def _explain_padded(facts: list, example: dict, sizes: list, allow_scan: bool, *,
+                    label: str, example_name: str, section: str | None) -> str | None:
+    """A batch padded to a fixed size: the program does not grow between the sizes,
+    but holds the work of many examples, written out (more than ``PADDED_FACTOR`` times
+    the work of ``jax.vmap`` of the example function, outside any loop) or run by a
+    loop whose trip count is the padded size (the same at both sizes, at least the
+    largest batch, and not a loop of the example function itself)."""
+    outside, _ = _work(facts[0])
+    _, batched = _work(example)
+    fix = (f"use jax.vmap({example_name}, in_axes=...), which traces the body once for the "
+           "whole batch")
+    if outside > PADDED_FACTOR * batched + PADDED_SLACK:
+        return format_failure(
+            f"{label} does the work of many more examples than it was given",
+            expected=f"about the work of one batched pass: jax.vmap({example_name}) computes "
+                     f"with {batched} operations at batch {sizes[0]}",
+            got=f"{outside} operations at batch {sizes[0]}",
+            cause="the per-example work is written out for a fixed number of examples (a "
+                  "batch padded to a fixed size and looped over in Python): the program "
+                  "does not grow with the batch, but it is a loop all the same",
+            fix=fix, section=section)
+    trips = [set(f.get("while_trips") or []) for f in facts]
+    padded = {t for t in set.intersection(*trips) if isinstance(t, int) and t >= sizes[-1]}
+    padded -= set(example.get("while_trips") or [])
+    if padded and not allow_scan:
+        return format_failure(
+            f"{label} runs the examples one at a time, over a padded batch",
+            expected="one batched computation for all examples",
+            got=f"a `stablehlo.while` of {max(padded)} steps at every batch size "
+                f"({', '.join(map(str, sizes))})",
+            cause="lax.map, lax.scan or fori_loop over a batch padded to a fixed size: "
+                  "a sequential loop, one example per step",
+            fix=fix, section=section)
+    return None
 
 
 def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequence], *,
@@ -246,8 +308,11 @@ def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequenc
     ``example_fn`` over the examples (type, shape, dtype, finite, values); then the
     structure: ``fn`` is exported at every size in ``sizes``, and if its program gains
     at least one operation per extra example, the per-example body was repeated, i.e.
-    a Python loop unrolled. A loop that runs once per example (``lax.map``,
-    ``fori_loop`` or ``scan`` over the batch) is reported too, unless ``allow_scan``.
+    a Python loop unrolled. A program with more than ``PADDED_FACTOR`` times the
+    operations of ``jax.vmap(example_fn)`` (plus ``PADDED_SLACK``) fails too: a batch
+    padded to a fixed size and looped over does not grow between the sizes. A loop
+    that runs once per example (``lax.map``, ``fori_loop`` or ``scan`` over the batch)
+    is reported too, unless ``allow_scan``.
 
     Args:
       fn: the student's batched function.
@@ -301,8 +366,10 @@ def assert_batched_without_loop(fn: Callable, make_args: Callable[[int], Sequenc
                                                   out_axes=out_axes, jit=True),
               params=dict(rtol=rtol, atol=atol, hint=hint, fix=fix, section=section,
                           context=_TRACED)))
+    batched = _vmapped(example_fn, in_axes, out_axes)
     observe, expect = program_sides(
-        lambda: programs_of(*[(fn, as_arrays(a), None) for a in inputs]))
+        lambda: programs_of(*[(fn, as_arrays(a), None) for a in inputs],
+                            (batched, as_arrays(inputs[0]), None)))
     run(Check("batched_program", label, observe=observe, expect=expect,
               observe_as="artifact", expect_as="artifact",
               params=dict(sizes=list(sizes), allow_scan=allow_scan,

@@ -163,6 +163,41 @@ def test_batched_reports_a_hand_written_loop_that_counts_down():
     assert "runs the examples one at a time in a loop" in str(info.value)
 
 
+def _padded(xs, size=16):
+    return jnp.zeros((size, xs.shape[1])).at[:xs.shape[0]].set(xs)
+
+
+def padded_python_loop(xs):
+    """A Python loop over a batch padded to 16: the same program at batch 3 and 7."""
+    return jnp.stack([norm(x) for x in _padded(xs)])[:xs.shape[0]]
+
+
+def padded_lax_map(xs):
+    """lax.map over a batch padded to 16: a while of 16 steps at every batch size."""
+    return jax.lax.map(norm, _padded(xs))[:xs.shape[0]]
+
+
+@pytest.mark.parametrize("fn,message", [
+    (padded_python_loop, "does the work of many more examples than it was given"),
+    (padded_lax_map, "runs the examples one at a time, over a padded batch"),
+])
+def test_batched_reports_a_loop_over_a_padded_batch(fn, message):
+    """Padding to a fixed size hid the loop: the program did not grow between the two
+    batch sizes compared (issue 36)."""
+    with pytest.raises(CheckFailure, match=message):
+        assert_batched_without_loop(fn, rows, example_fn=norm)
+
+
+@pytest.mark.parametrize("fn,allow_scan", [
+    (lambda xs: jnp.sqrt(jnp.sum(xs ** 2, axis=1)), False),  # vectorised by hand
+    (lambda xs: jnp.linalg.norm(xs, axis=-1), False),
+    (lambda xs: jax.lax.map(norm, xs), True),
+    (padded_lax_map, True),  # sequential is allowed here, padded or not
+])
+def test_batched_accepts_other_batched_forms(fn, allow_scan):
+    assert_batched_without_loop(fn, rows, example_fn=norm, allow_scan=allow_scan)
+
+
 def test_batched_values_come_before_structure_and_hints_follow_the_rung():
     hints = {"shape": "SHAPE HINT", "values": "VALUES HINT"}
     with pytest.raises(CheckFailure) as info:  # a loop AND wrong values: values first
