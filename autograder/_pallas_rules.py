@@ -9,6 +9,7 @@ these facts is in ``_pallas.py``.
 from __future__ import annotations
 
 from autograder._feedback import format_failure
+from autograder._region_work import LAYOUT
 
 # --- judging ------------------------------------------------------------------------
 
@@ -41,7 +42,8 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
     - ``grid``: the grid of every kernel, axis by axis;
     - ``blocks``: the block shape of every operand, inputs then outputs;
     - ``inside``: ops that must run inside a kernel;
-    - ``not_outside``: ops that must not run outside the kernels;
+    - ``not_outside``: ops that must not run outside the kernels; when given, no other
+      computing op may either (only the layout ops of :data:`LAYOUT_OUTSIDE`);
     - ``max_reduce_depth``: the longest chain of reductions feeding one another.
 
     Facts a compiled (GPU/TPU) kernel does not show are ``None`` and are not judged.
@@ -95,11 +97,22 @@ def _rule_kernels(kernels, outside, expected, name):
             "do the whole computation in the kernels the exercise asks for")
 
 
+# What may run outside the kernels when a check says what must not: data movement and
+# the program's structure (an allow-list: the same maths under another op name, a
+# `power` for an `exponential`, a `dot_general` with ones for a `reduce`, is still
+# computation).
+LAYOUT_OUTSIDE = frozenset(op.split(".", 1)[1] for op in LAYOUT) | {"while", "case", "if"}
+
+
 def _rule_outside(kernels, outside, expected, name):
-    for op in expected.get("not_outside") or ():
+    named = list(expected.get("not_outside") or ())
+    computing = sorted(op for op in outside if op not in LAYOUT_OUTSIDE and op not in named)
+    for op in named + (computing if named else []):
         if outside.get(op):
             return (f"{name} computes `{op}` outside the kernel",
-                    f"no `{op}` outside the pallas_call",
+                    f"no `{op}` outside the pallas_call" if op in named else
+                    "only data movement outside the pallas_call (reshape, slice, pad, "
+                    "broadcast, convert, ...): the computation runs in the kernel",
                     f"{outside[op]} `{op}` op(s) outside it",
                     "part of the computation runs in jnp before or after pl.pallas_call, "
                     "as separate XLA ops that read and write the whole array again",

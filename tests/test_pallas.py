@@ -251,7 +251,8 @@ _FACTS = {"kernels": [{"lowering": "interpret", "steps": 6, "blocks": [[8, 4], [
 
 
 def test_explain_passes_when_every_rule_holds():
-    assert explain_kernel_structure(_FACTS, {"kernels": 1, "steps": 6,
+    only_layout = dict(_FACTS, outside={"broadcast_in_dim": 1, "reshape": 2})
+    assert explain_kernel_structure(only_layout, {"kernels": 1, "steps": 6,
                                              "blocks": [(8, 4), (1, 4), (8, 4)],
                                              "inside": ["reduce"], "not_outside": ["reduce"],
                                              "max_reduce_depth": 2}) is None
@@ -497,3 +498,53 @@ def test_an_index_map_one_block_past_the_end_is_caught_though_the_values_match()
         assert_kernel_structure(right, (x, 4), steps=2, name="rows(x, 4)", section="4.1")
     assert judge_programs(ref, student).passed
 
+
+
+# --- the same maths under other op names, outside the kernel (issue 36) ---------------
+
+def _copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def _copy_rows(x, block_rows):
+    spec = _rows(block_rows, x.shape[1])
+    return pl.pallas_call(_copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec],
+                          out_specs=spec, interpret=True)(x)
+
+
+def _softmax_kernel(x_ref, o_ref):
+    x = x_ref[...]
+    e = jnp.exp(x - jnp.max(x, axis=1, keepdims=True))
+    o_ref[...] = e / jnp.sum(e, axis=1, keepdims=True)
+
+
+def softmax_rows(x, block_rows):
+    spec = _rows(block_rows, x.shape[1])
+    return pl.pallas_call(_softmax_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                          grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec],
+                          out_specs=spec, interpret=True)(x)
+
+
+def softmax_renamed_outside(x, block_rows):
+    """A copy kernel, then softmax in jnp with no reduce, exponential or divide: the max
+    by reduce_window, exp as a power of 2, the sum as a dot with ones, 1/s as rsqrt^2."""
+    x = _copy_rows(x, block_rows)
+    m = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, x.shape[1]), (1, 1), "VALID")
+    e = jnp.power(2.0, (x - m) * 1.4426950408889634)
+    s = e @ jnp.ones((x.shape[1], 1))
+    return e * jax.lax.rsqrt(s) ** 2
+
+
+def test_the_same_maths_under_other_op_names_outside_the_kernel_fails():
+    x = jax.random.normal(jax.random.key(0), (16, 32))
+    rules = dict(kernels=1, steps=2, inside=["reduce"],
+                 not_outside=["reduce", "exponential", "divide"])
+    assert_kernel_structure(softmax_rows, (x, 8), **rules)
+    assert jnp.allclose(softmax_renamed_outside(x, 8), softmax_rows(x, 8), atol=1e-5)
+    with pytest.raises(CheckFailure) as err:
+        assert_kernel_structure(softmax_renamed_outside, (x, 8), **rules)
+    message = str(err.value)
+    assert "outside the kernel" in message and "only data movement outside" in message
+    # Named ops keep their own message; without not_outside nothing outside is judged.
+    assert_kernel_structure(softmax_renamed_outside, (x, 8), kernels=1, steps=2)
