@@ -506,9 +506,9 @@ def _copy_kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...]
 
 
-def _copy_rows(x, block_rows):
+def _by_rows(kernel, x, block_rows):
     spec = _rows(block_rows, x.shape[1])
-    return pl.pallas_call(_copy_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
                           grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec],
                           out_specs=spec, interpret=True)(x)
 
@@ -520,16 +520,13 @@ def _softmax_kernel(x_ref, o_ref):
 
 
 def softmax_rows(x, block_rows):
-    spec = _rows(block_rows, x.shape[1])
-    return pl.pallas_call(_softmax_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                          grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec],
-                          out_specs=spec, interpret=True)(x)
+    return _by_rows(_softmax_kernel, x, block_rows)
 
 
 def softmax_renamed_outside(x, block_rows):
     """A copy kernel, then softmax in jnp with no reduce, exponential or divide: the max
     by reduce_window, exp as a power of 2, the sum as a dot with ones, 1/s as rsqrt^2."""
-    x = _copy_rows(x, block_rows)
+    x = _by_rows(_copy_kernel, x, block_rows)
     m = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, x.shape[1]), (1, 1), "VALID")
     e = jnp.power(2.0, (x - m) * 1.4426950408889634)
     s = e @ jnp.ones((x.shape[1], 1))
