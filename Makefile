@@ -38,12 +38,12 @@ HUB_GROUP ?= jax-xla
 HUB_KEEP_ENV ?=
 HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
 
-.PHONY: help venv lab test release check-release autograde feedback grades demo bench clean hub hub-clean
+.PHONY: help venv lab test release check-release rubric autograde feedback grades demo bench clean hub hub-clean
 
 help:
 	@echo "Students:    make lab        start JupyterLab on release/ (creates .venv first)"
 	@echo "Everyone:    make test       run the whole test-suite (creates .venv first)"
-	@echo "Instructors: make release | autograde | feedback | grades | demo"
+	@echo "Instructors: make release | rubric | autograde | feedback | grades | demo"
 	@echo "Course hub:  make hub        (root) JupyterHub for a demo class; make hub-clean removes it"
 	@echo "Assignments: $(ASSIGNMENTS)"
 
@@ -81,6 +81,10 @@ release: $(STAMP)
 # Fails when release/ differs from what `make release` would write.
 check-release: $(STAMP)
 	python -m autograder release --check $(ASSIGNMENTS)
+
+# Each exercise's requirements, the checks that judge them and their points.
+rubric: $(STAMP)
+	python -m autograder rubric $(ASSIGNMENTS)
 
 # Grades everything in submitted/<student>/<assignment>/ into the gradebook, sandboxed:
 # WORKERS=N (default: 1.5 per core, c.Grading.workers), SCHEDULER=tcp://host:8786 for Dask,
