@@ -22,15 +22,20 @@ class EnvironmentReport:
     devices: tuple[str, ...]
     cpu_cores: int | None
     x64: bool
+    matmul_precision: str = "default"
 
     def lines(self) -> list[str]:
         shown = ", ".join(self.devices[:4]) + (" ..." if len(self.devices) > 4 else "")
-        return [
+        lines = [
             f"python   {self.python}",
             f"jax      {self.jax} (jaxlib {self.jaxlib})",
             f"backend  {self.backend}: {self.device_count} device(s): {shown}",
             f"host     {self.cpu_cores} CPU core(s), x64 {'on' if self.x64 else 'off'}",
         ]
+        if self.matmul_precision != "default":
+            lines.append(f"matmul   float32 products at {self.matmul_precision!r} precision "
+                         "(the course compares values with a CPU's)")
+        return lines
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -64,6 +69,7 @@ def _backends_initialized() -> bool:
 
 
 def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = True,
+          matmul_precision: str | None = "highest",
           quiet: bool = False) -> EnvironmentReport:
     """Configures JAX for the course and prints an environment report.
 
@@ -77,6 +83,12 @@ def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = T
         the CPU backend. ``None`` leaves JAX's default.
       typed_keys: make legacy raw ``uint32`` PRNG keys an error, so that every key is
         a typed ``jax.random.key`` (the key-reuse checker tracks typed keys only).
+      matmul_precision: on an accelerator, the precision of float32 matrix products
+        (``jax_default_matmul_precision``). A TPU multiplies float32 matrices in
+        bfloat16 passes by default (about three digits: a Newton step 1.5 % off), and
+        the course compares values with a CPU's, so ``"highest"`` (about seven
+        digits). A CPU always computes them in float32: nothing is set there. ``None``
+        leaves JAX's default everywhere.
       quiet: skip the printed report.
 
     Returns:
@@ -102,7 +114,11 @@ def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = T
     # time clears JAX's compilation caches: do it now, before anything compiles.
     import jax.extend.core  # noqa: F401
 
-    report = SetupReport(**dataclasses.asdict(environment_report()))
+    facts = dataclasses.asdict(environment_report())
+    if matmul_precision is not None and facts["backend"] != "cpu":
+        jax.config.update("jax_default_matmul_precision", matmul_precision)
+        facts["matmul_precision"] = matmul_precision
+    report = SetupReport(**facts)
     if not quiet:
         print(report)
     return report

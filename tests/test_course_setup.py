@@ -1,0 +1,38 @@
+"""course.setup(): what it configures, on the CPU and on an accelerator (issue 30)."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import pytest
+
+import course
+from course import _env
+
+
+@pytest.fixture
+def precision_restored():
+    before = jax.config.jax_default_matmul_precision
+    yield
+    jax.config.update("jax_default_matmul_precision", before)
+
+
+def test_on_the_cpu_matmul_precision_is_left_alone(precision_restored, capsys):
+    report = course.setup()
+    assert report.backend == "cpu" and report.matmul_precision == "default"
+    assert jax.config.jax_default_matmul_precision is None
+    assert "matmul" not in capsys.readouterr().out
+
+
+def test_on_an_accelerator_float32_products_run_at_highest_precision(
+        precision_restored, monkeypatch, capsys):
+    tpu = dataclasses.replace(_env.environment_report(), backend="tpu", devices=("tpu:0",),
+                              device_count=1)
+    monkeypatch.setattr(_env, "environment_report", lambda: tpu)
+    report = course.setup()
+    assert report.matmul_precision == "highest"
+    assert jax.config.jax_default_matmul_precision == "highest"
+    assert "matmul   float32 products at 'highest' precision" in capsys.readouterr().out
+    jax.config.update("jax_default_matmul_precision", None)
+    course.setup(matmul_precision=None, quiet=True)  # the course's default can be declined
+    assert jax.config.jax_default_matmul_precision is None
