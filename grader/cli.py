@@ -10,6 +10,9 @@
   demo [--dir demo] [--allow-unsandboxed]
                              the instructor's whole job on a sample class
   rubric A...                each exercise's requirements, the checks that judge them, points
+  run-notebooks [A...] [--out DIR]
+                             every source notebook top to bottom on this machine
+                             (CPU, GPU or TPU): a table of the cells that fail
   mutants A [--exercise ID] [--limit N]
                              mutation score of each exercise's checks (survivors shown)
   bench [A...] [--parts student grading scale] [--size 24]
@@ -68,6 +71,10 @@ def _main(argv: list[str] | None = None) -> int:
         from grader.tools.mutants import main as mutants_main
 
         return mutants_main(rest)
+    if command == "run-notebooks":
+        from grader.tools.run_notebooks import main as run_notebooks_main
+
+        return run_notebooks_main(rest)
     if command == "submission":
         from grader.tools.submission import main as submission_main
 
