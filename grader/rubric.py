@@ -56,7 +56,7 @@ class Exercise:
     test_id: str
     points: float
     statement: str  # the exercise's markdown and the solution's docstrings
-    solution: str  # the code between the solution markers
+    solution: tuple[str, ...]  # the code of each solution region
     visible: str
     hidden: str
     items: tuple[Item, ...]
@@ -95,9 +95,11 @@ def _docstrings(source: str) -> str:
     return "\n\n".join(d for d in docs if d)
 
 
-def _solution_code(source: str) -> str:
+def _solution_code(source: str) -> tuple[str, ...]:
+    """Each solution region of a cell, dedented on its own (a cell may hold two: a
+    function's body and the line that jits it)."""
     inside = re.findall(r"### BEGIN SOLUTION\n(.*?)^[ \t]*### END SOLUTION", source, re.S | re.M)
-    return textwrap.dedent("\n".join(inside))
+    return tuple(textwrap.dedent(region) for region in inside)
 
 
 def _statement_markdown(cells: list, sol_index: int) -> list[str]:
@@ -236,10 +238,11 @@ def visible_copies(ex: Exercise) -> list[str]:
     """Expressions of the solution that the visible test writes out the same way (names
     and constants aside): a visible test that computes the answer gives it away."""
     try:
-        solution, visible = ast.parse(ex.solution), ast.parse(ex.visible)
-    except SyntaxError:
-        return []
-    shapes = {_shape(n): ast.unparse(n) for n in _expressions(solution)}
+        visible = ast.parse(ex.visible)
+        regions = [ast.parse(region) for region in ex.solution]
+    except SyntaxError as err:  # an instructor's cell that does not parse is a defect
+        return [f"(the test or solution does not parse: {err})"]
+    shapes = {_shape(n): ast.unparse(n) for tree in regions for n in _expressions(tree)}
     found = {shapes[s] for s in map(_shape, _expressions(visible)) if s in shapes}
     # The largest copies only: their parts are implied.
     return sorted((f for f in found if not any(f != g and f in g for g in found)), key=len)

@@ -55,6 +55,10 @@ _SOLUTION = '''def halve(x):
     ### BEGIN SOLUTION
     return jnp.multiply(x, 0.5) + jnp.zeros_like(x) * jnp.sum(x, axis=0)
     ### END SOLUTION
+
+### BEGIN SOLUTION
+halve = jax.jit(halve)
+### END SOLUTION
 '''
 
 
