@@ -264,13 +264,13 @@ VARIANTS = {
              "def td_loss(w, s, r, s_next, gamma):\n"
              "    target = r + gamma * (jax.lax.stop_gradient(s_next) @ w)\n"
              "    return jnp.mean((target - s @ w) ** 2)\n"),
-            ("sum instead of mean (the visible test has a single transition)",
+            ("sum instead of mean over the transitions",
              "def td_loss(w, s, r, s_next, gamma):\n"
              "    target = jax.lax.stop_gradient(r + gamma * (s_next @ w))\n"
              "    return jnp.sum((target - s @ w) ** 2)\n"),
-            ("a hard-coded discount of 0.9 (the visible test's gamma)",
+            ("a hard-coded discount of 0.5 (the visible test's gamma)",
              "def td_loss(w, s, r, s_next, gamma):\n"
-             "    target = jax.lax.stop_gradient(r + 0.9 * (s_next @ w))\n"
+             "    target = jax.lax.stop_gradient(r + 0.5 * (s_next @ w))\n"
              "    return jnp.mean((target - s @ w) ** 2)\n"),
         ],
     },
