@@ -441,6 +441,19 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
         return train_step(params, opt_state, x, y)
     return dp_step
 '''),
+            ("wraps the already-jitted step in another jax.jit: train_step runs on tracers inside a trace",
+             '''def make_data_parallel_step(train_step, mesh):
+    """Placement and step under one more jax.jit 'to fuse them'."""
+    batch = NamedSharding(mesh, P("data"))
+    replicated = NamedSharding(mesh, P())
+
+    @jax.jit
+    def dp_step(params, opt_state, x, y):
+        x, y = jax.device_put((x, y), batch)
+        params, opt_state = jax.device_put((params, opt_state), replicated)
+        return train_step(params, opt_state, x, y)
+    return dp_step
+'''),
             ("builds its own mesh over every device instead of using the mesh it was given",
              '''def make_data_parallel_step(train_step, mesh):
     """A fresh mesh over jax.devices()."""
