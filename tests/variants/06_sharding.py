@@ -584,3 +584,13 @@ VARIANTS = {
         ],
     },
 }
+
+
+# Collectives that carry more than the exercise needs (issue 36): the right values and
+# the right collective names and counts, but an array gathered whole in disguise.
+VARIANTS["06_sharding_megatron_mlp"]["wrong"].append((
+    "one psum of zero-padded slices of the activations and w2: an all-gather in disguise, "
+    "with Megatron's one all-reduce", 'def megatron_mlp(params, x):\n    specs = {"w1": P(None, "model"), "b1": P("model"), "w2": P("model", None), "b2": P()}\n\n    def block(p, x):\n        # One psum of zero-padded slices: the hidden activations and w2 gathered whole.\n        m, i = jax.lax.axis_size("model"), jax.lax.axis_index("model")\n        h = jax.nn.relu(x @ p["w1"] + p["b1"])\n        rows, k = h.shape\n        h_pad = jax.lax.dynamic_update_slice(jnp.zeros((rows, k * m), h.dtype), h, (0, i * k))\n        w_pad = jax.lax.dynamic_update_slice(jnp.zeros((k * m, p["w2"].shape[1]), h.dtype),\n                                             p["w2"], (i * k, 0))\n        both = jax.lax.psum(jnp.concatenate([h_pad, w_pad.T]), "model")\n        return both[:rows] @ both[rows:].T + p["b2"]\n\n    return jax.shard_map(block, in_specs=(specs, P("data", None)),\n                         out_specs=P("data", None))(params, x)\n'))
+VARIANTS["06_sharding_dp_train_step"]["wrong"].append((
+    "the batch summed into every device from zero-padded rows: 'an all-reduce' that "
+    "gathers the batch", 'def dp_train_step(params, x, y, lr):\n    def local(params, x, y):\n        # The batch summed into every device from zero-padded rows, then one device\'s step.\n        d, i = jax.lax.axis_size("data"), jax.lax.axis_index("data")\n        n = x.shape[0]\n        xy = jnp.concatenate([x, y[:, None]], axis=1)\n        full = jax.lax.psum(jax.lax.dynamic_update_slice(\n            jnp.zeros((n * d, xy.shape[1]), xy.dtype), xy, (i * n, 0)), "data")\n        grads = jax.grad(mse)(params, full[:, :-1], full[:, -1])\n        return jax.tree.map(lambda p, g: p - lr * g, params, grads)\n\n    return jax.shard_map(local, in_specs=(P(), P("data", None), P("data")),\n                         out_specs=P())(params, x, y)\n'))
