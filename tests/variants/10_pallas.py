@@ -834,6 +834,26 @@ VARIANTS = {
              "        return call(fwd_k, v)\n"
              "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
              "    return f(x)\n"),
+            ("the derivative from a kernel, times the cotangent g in jnp outside it: right "
+             "gradient, a multiply outside the kernels",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+             "    def call(kernel, v):\n"
+             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(v.shape, v.dtype),\n"
+             "                              grid=(pl.cdiv(v.shape[0], 128),), in_specs=[spec],\n"
+             "                              out_specs=spec, interpret=INTERPRET)(v)\n"
+             "    def fwd_k(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    def slope_k(x_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        s = jax.nn.sigmoid(v)\n"
+             "        o_ref[...] = s * (1.0 + v * (1.0 - s))\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(fwd_k, v)\n"
+             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (g * call(slope_k, v),))\n"
+             "    return f(x)\n"),
         ],
     },
 }
