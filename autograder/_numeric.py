@@ -187,10 +187,11 @@ def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 
     out = []
     floor = accelerator_floor()
     for gl, el in zip(g.leaves, e.leaves):
+        r, a = rtol, atol
         if floor and gl.kind in ("array", "scalar") and str(gl.dtype) == "float32":
             # Computed on an accelerator, compared with a CPU's reference or formula.
-            rtol, atol = max(rtol, floor[0]), max(atol, floor[1])
-        res = _leaf_failure(gl, el, rtol=rtol, atol=atol, dtype=dtype, values=values)
+            r, a = max(rtol, floor[0]), max(atol, floor[1])
+        res = _leaf_failure(gl, el, rtol=r, atol=a, dtype=dtype, values=values)
         if res is not None:
             out.append((el.path, *res))
     return out

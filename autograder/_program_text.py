@@ -57,7 +57,7 @@ def static_facts(text: str) -> dict:
             "manual_ops": _manual_ops(text), "size": len(text),
             "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
             "largest_array": largest_array(text),
-            "region_work": {kind: region_work(text, kind) for kind in ("loop", "branch")}}
+            "region_work": region_work(text)}
 
 
 def _manual_ops(text: str) -> dict:

@@ -27,43 +27,44 @@ REGION_OPS = {"loop": frozenset({"stablehlo.while"}), "branch": frozenset({"stab
                                                                           "stablehlo.if"})}
 
 
-def region_work(text: str, region: str) -> dict[str, int]:
-    """``{"regions": n, "inside": k, "outside": m}``: how many region ops of the kind
-    (``"loop"`` or ``"branch"``) the program holds, and how many computing operations
-    lie inside their regions and outside them.
+def region_work(text: str) -> dict[str, dict[str, int]]:
+    """For each kind of region op (``"loop"``, ``"branch"``): ``{"regions": n, "inside":
+    k, "outside": m}``, how many such ops the program holds, and how many computing
+    operations lie inside their regions and outside them. One parse, one walk.
 
     >>> import jax, jax.numpy as jnp
     >>> from jax import lax
     >>> def loop(x):
     ...     return lax.fori_loop(0, 9, lambda i, c: jnp.sin(c) * 2.0, x)
-    >>> region_work(jax.jit(loop).lower(1.0).as_text(), "loop")
+    >>> region_work(jax.jit(loop).lower(1.0).as_text())["loop"]
     {'regions': 1, 'inside': 4, 'outside': 0}
     >>> def dead(x):  # the work unrolled beside a loop that does nothing
     ...     for _ in range(9):
     ...         x = jnp.sin(x) * 2.0
     ...     return lax.fori_loop(0, 2, lambda i, c: c + 1.0, x)
-    >>> region_work(jax.jit(dead).lower(1.0).as_text(), "loop")
+    >>> region_work(jax.jit(dead).lower(1.0).as_text())["loop"]
     {'regions': 1, 'inside': 3, 'outside': 18}
     """
     funcs = parse_module(text)
-    kinds = REGION_OPS[region]
-    counts = {"regions": 0, "inside": 0, "outside": 0}
+    counts = {kind: {"regions": 0, "inside": 0, "outside": 0} for kind in REGION_OPS}
 
-    def walk(ops: list[Op], inside: bool) -> None:
+    def walk(ops: list[Op], enclosing: frozenset) -> None:
         for op in ops:
-            if op.kind in kinds:
-                counts["regions"] += 1
-            elif op.kind not in LAYOUT:
-                counts["inside" if inside else "outside"] += 1
+            own = frozenset(k for k, kinds in REGION_OPS.items() if op.kind in kinds)
+            for kind, c in counts.items():
+                if kind in own:
+                    c["regions"] += 1
+                elif op.kind not in LAYOUT:
+                    c["inside" if kind in enclosing else "outside"] += 1
             if op.kind == "func.call" and op.callee in funcs:
                 # A function called twice is counted twice: an unrolled loop of calls
                 # is as much work as the calls it makes.
-                walk(funcs[op.callee][1], inside)
+                walk(funcs[op.callee][1], enclosing)
             for body in op.regions:
-                walk(body, inside or op.kind in kinds)
+                walk(body, enclosing | own)
 
     if "main" in funcs:
-        walk(funcs["main"][1], False)
+        walk(funcs["main"][1], frozenset())
     return counts
 
 

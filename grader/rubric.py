@@ -256,8 +256,9 @@ def load(module: str, root: Path = Path(".")) -> list[Exercise]:
 
 
 def table(module: str, root: Path = Path(".")) -> str:
+    exercises_ = load(module, root)
     rows = [("exercise", "requirement", "checks", "points")]
-    for ex in load(module, root):
+    for ex in exercises_:
         name = ex.solution_id.removeprefix(f"{module}_")
         for k, item in enumerate(ex.items):
             rows.append((name if k == 0 else "", item.requirement, ", ".join(item.checks),
@@ -268,6 +269,6 @@ def table(module: str, root: Path = Path(".")) -> str:
     lines = []
     for row in rows:
         lines.append("  ".join(c.ljust(w) if len(c) <= w else c for c, w in zip(row, widths)).rstrip())
-    total = sum(ex.points for ex in load(module, root))
+    total = sum(ex.points for ex in exercises_)
     lines.append(f"\n{module}: {total:g} points; an exercise's points need every one of its items")
     return "\n".join(lines)

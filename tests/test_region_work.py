@@ -124,9 +124,9 @@ def test_layout_outside_is_free_and_other_op_names_still_count():
     def layout_outside(x):  # reshapes, slices and a transpose cost nothing
         y = jnp.transpose(x.reshape(4, 2))[:, 1:]
         return lax.fori_loop(0, 3, lambda i, c: jnp.sin(c), y)
-    assert region_work(jax.jit(layout_outside).lower(jnp.ones(8)).as_text(), "loop") == {
+    assert region_work(jax.jit(layout_outside).lower(jnp.ones(8)).as_text())["loop"] == {
         "regions": 1, "inside": 3, "outside": 0}
     def power_outside(x):  # `power` and `rsqrt`: counted like any computing op
         return lax.fori_loop(0, 3, lambda i, c: c + 1.0, x ** 3 * lax.rsqrt(x))
-    work = region_work(jax.jit(power_outside).lower(jnp.ones(8)).as_text(), "loop")
+    work = region_work(jax.jit(power_outside).lower(jnp.ones(8)).as_text())["loop"]
     assert work["outside"] >= 2

@@ -38,11 +38,12 @@ class CellTimeout(Exception):
 
 
 def _kind(cell: dict) -> tuple[str, str]:
-    meta = (cell.get("metadata") or {}).get("nbgrader") or {}
-    if meta.get("grade") and not meta.get("solution"):
-        return "test", meta.get("grade_id", "")
-    if meta.get("solution"):
-        return "solution", meta.get("grade_id", "")
+    from grader import notebook
+
+    if notebook.is_test(cell):
+        return "test", notebook.meta(cell).get("grade_id", "")
+    if notebook.is_solution(cell):
+        return "solution", notebook.meta(cell).get("grade_id", "")
     return "lesson", ""
 
 

@@ -576,18 +576,78 @@ VARIANTS = {
 # Structure that does not carry the work (issue 36): the right values and the required
 # construct, but the work lies elsewhere, often under other op names. Each got full
 # marks before the checks judged where the work lies.
-VARIANTS['05_control_flow_newton_sqrt']["wrong"].append((
-    'fixed masked Newton steps written out in Python, beside a while_loop that does nothing: the right values, the work outside the loop',
-    'import jax.numpy as jnp\nfrom jax import lax\n\ndef newton_sqrt(a, tol=1e-6, max_steps=50):\n    # Fixed masked steps written out, and a while_loop beside them that does nothing.\n    x, steps = jnp.maximum(a, 1.0), 0\n    for _ in range(60):\n        go = (jnp.abs(x * x - a) > tol * a) & (steps < max_steps)\n        x = jnp.where(go, (x + a / x) / 2, x)\n        steps = steps + go.astype(jnp.int32)\n    x = lax.while_loop(lambda c: c < 0, lambda c: c + 1.0, x)\n    return x, steps\n'))
-VARIANTS['05_control_flow_activation']["wrong"].append((
-    'every activation computed before a lax.switch that only picks one: the right values, every branch still runs',
-    'import jax\nimport jax.numpy as jnp\nfrom jax import lax\n\ndef activation(kind, x):\n    # Every activation computed, and a switch that only picks one of the results.\n    k = jnp.clip(kind, 0, 2)\n    every = jnp.stack([jax.nn.relu(x), jnp.tanh(x), jax.nn.softplus(x)])\n    return lax.switch(k, [lambda v: v[0], lambda v: v[1], lambda v: v[2]], every)\n'))
-VARIANTS['05_control_flow_simulate_pendulum']["wrong"].append((
-    'the steps written out in Python with sin as a shifted cosine, beside a fori_loop that does nothing: the program grows with n_steps',
-    'import jax.numpy as jnp\nfrom jax import lax\n\ndef simulate_pendulum(state0, k, n_steps, dt=0.05, damping=0.1):\n    # The steps written out in Python, sin written as a shifted cosine, and a loop\n    # that does nothing but exist.\n    theta, omega = state0[0], state0[1]\n    for _ in range(n_steps):\n        omega = omega - dt * (k * jnp.cos(theta - jnp.pi / 2) + damping * omega)\n        theta = theta + dt * omega\n    return lax.fori_loop(0, 2, lambda i, s: s * 1.0, jnp.stack([theta, omega]))\n'))
-VARIANTS['05_control_flow_rnn_states']["wrong"].append((
-    'the steps unrolled with tanh as a scaled logistic, then a scan that only copies: the program grows with the sequence',
-    'import jax\nimport jax.numpy as jnp\nfrom jax import lax\n\ndef rnn_states(params, h0, xs):\n    # tanh as a scaled logistic, the steps unrolled; a scan that only copies.\n    h, out = h0, []\n    for t in range(xs.shape[0]):\n        h = 2 * jax.nn.sigmoid(2 * (xs[t] @ params["W_x"] + h @ params["W_h"] + params["b"])) - 1\n        out.append(h)\n    return lax.scan(lambda c, x: (c + 1.0, x * 1.0), 0.0, jnp.stack(out))[1]\n'))
-VARIANTS['05_control_flow_fixed_point']["wrong"].append((
-    'the masked steps unrolled in Python, beside a two-step scan that carries nothing: the work outside the loop',
-    'import jax.numpy as jnp\nfrom jax import lax\n\ndef fixed_point(f, a, x0, tol=1e-6, max_steps=100):\n    # The masked steps unrolled in Python; a scan of the right kind that carries nothing.\n    x = jnp.asarray(x0)\n    steps = jnp.zeros(x.shape, jnp.int32)\n    for _ in range(max_steps):\n        new = f(a, x)\n        active = jnp.abs(new - x) > tol\n        x, steps = jnp.where(active, new, x), steps + active.astype(jnp.int32)\n    x, _ = lax.scan(lambda c, _: (c * 1.0, None), x, None, length=2)\n    return x, steps\n'))
+_DEAD_STRUCTURE = [
+    ('05_control_flow_activation',
+     'every activation computed before a lax.switch that only picks one: the right values,'
+     ' every branch still runs',
+     "import jax\n"
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def activation(kind, x):\n"
+     "    # Every activation computed, and a switch that only picks one of the results.\n"
+     "    k = jnp.clip(kind, 0, 2)\n"
+     "    every = jnp.stack([jax.nn.relu(x), jnp.tanh(x), jax.nn.softplus(x)])\n"
+     "    return lax.switch(k, [lambda v: v[0], lambda v: v[1], lambda v: v[2]], every)\n"),
+    ('05_control_flow_simulate_pendulum',
+     'the steps written out in Python with sin as a shifted cosine, beside a fori_loop '
+     'that does nothing: the program grows with n_steps',
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def simulate_pendulum(state0, k, n_steps, dt=0.05, damping=0.1):\n"
+     "    # The steps written out in Python, sin written as a shifted cosine, and a loop\n"
+     "    # that does nothing but exist.\n"
+     "    theta, omega = state0[0], state0[1]\n"
+     "    for _ in range(n_steps):\n"
+     "        omega = omega - dt * (k * jnp.cos(theta - jnp.pi / 2) + damping * omega)\n"
+     "        theta = theta + dt * omega\n"
+     "    return lax.fori_loop(0, 2, lambda i, s: s * 1.0, jnp.stack([theta, omega]))\n"),
+    ('05_control_flow_newton_sqrt',
+     'fixed masked Newton steps written out in Python, beside a while_loop that does '
+     'nothing: the right values, the work outside the loop',
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+     "    # Fixed masked steps written out, and a while_loop beside them that does nothing.\n"
+     "    x, steps = jnp.maximum(a, 1.0), 0\n"
+     "    for _ in range(60):\n"
+     "        go = (jnp.abs(x * x - a) > tol * a) & (steps < max_steps)\n"
+     "        x = jnp.where(go, (x + a / x) / 2, x)\n"
+     "        steps = steps + go.astype(jnp.int32)\n"
+     "    x = lax.while_loop(lambda c: c < 0, lambda c: c + 1.0, x)\n"
+     "    return x, steps\n"),
+    ('05_control_flow_rnn_states',
+     'the steps unrolled with tanh as a scaled logistic, then a scan that only copies: the'
+     ' program grows with the sequence',
+     "import jax\n"
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def rnn_states(params, h0, xs):\n"
+     "    # tanh as a scaled logistic, the steps unrolled; a scan that only copies.\n"
+     "    h, out = h0, []\n"
+     "    for t in range(xs.shape[0]):\n"
+     '        h = 2 * jax.nn.sigmoid(2 * (xs[t] @ params["W_x"] + h @ params["W_h"] + params["b"])) - 1\n'
+     "        out.append(h)\n"
+     "    return lax.scan(lambda c, x: (c + 1.0, x * 1.0), 0.0, jnp.stack(out))[1]\n"),
+    ('05_control_flow_fixed_point',
+     'the masked steps unrolled in Python, beside a two-step scan that carries nothing: '
+     'the work outside the loop',
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def fixed_point(f, a, x0, tol=1e-6, max_steps=100):\n"
+     "    # The masked steps unrolled in Python; a scan of the right kind that carries nothing.\n"
+     "    x = jnp.asarray(x0)\n"
+     "    steps = jnp.zeros(x.shape, jnp.int32)\n"
+     "    for _ in range(max_steps):\n"
+     "        new = f(a, x)\n"
+     "        active = jnp.abs(new - x) > tol\n"
+     "        x, steps = jnp.where(active, new, x), steps + active.astype(jnp.int32)\n"
+     "    x, _ = lax.scan(lambda c, _: (c * 1.0, None), x, None, length=2)\n"
+     "    return x, steps\n"),
+]
+for _gid, _why, _code in _DEAD_STRUCTURE:
+    VARIANTS[_gid]["wrong"].append((_why, _code))
