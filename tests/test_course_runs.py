@@ -31,6 +31,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.kernels import private_sockets
 from tests.conftest import REPO, modules
 
 pytestmark = pytest.mark.notebook
@@ -178,10 +179,11 @@ def test_notebook_runs_top_to_bottom(module, k, tmp_path):
     nb, used = build_run(module, k)
     if k is not None and all(v == "solution" for v in used.values()):
         pytest.skip(f"no exercise of {module} has a correct variant {k}")
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            allow_errors=False, resources={"metadata": {"path": str(tmp_path)}})
     try:
-        client.execute()
+        with private_sockets() as sockets:
+            NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", config=sockets,
+                           allow_errors=False,
+                           resources={"metadata": {"path": str(tmp_path)}}).execute()
     except CellExecutionError:
         answers = ", ".join(f"{gid}: {what}" for gid, what in used.items())
         pytest.fail(f"{module} does not run top to bottom with these answers ({answers}):\n"

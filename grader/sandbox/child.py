@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 EXIT_OK, EXIT_TIMEOUT, EXIT_DIED, EXIT_FAILED, EXIT_FLOOD, EXIT_MEMORY = 0, 3, 4, 5, 6, 7
@@ -68,7 +70,16 @@ def main() -> int:
     nb = nbformat.read(os.path.join(job, "in.ipynb"), as_version=4)
     os.unlink(os.path.join(job, "in.ipynb"))
     _not_dumpable()
+    # The kernel's channels: Unix sockets in a private folder, not TCP ports that a
+    # kernel started at the same moment could take (see grader/kernels.py, which this
+    # script cannot import). In the sandbox /tmp is the job's own; $TMPDIR's long path
+    # could pass the 107-byte limit of a socket's path.
+    from traitlets.config import Config
+
+    sockets = tempfile.mkdtemp(prefix="kernel-", dir="/tmp" if os.path.isdir("/tmp") else None)
     client = CappedClient(nb, timeout=cell_timeout, kernel_name="python3",
+                          config=Config({"KernelManager": {
+                              "transport": "ipc", "ip": os.path.join(sockets, "k")}}),
                           allow_errors=True, interrupt_on_timeout=False,
                           resources={"metadata": {"path": job}}, record_timing=True)
     code = EXIT_OK
@@ -104,6 +115,7 @@ def main() -> int:
                 cell.source = ""  # the grader rebuilds test cells; out.ipynb holds none
         nbformat.write(nb, os.path.join(job, "out.ipynb"))
         log(event="end", code=code)
+        shutil.rmtree(sockets, ignore_errors=True)
         # Never wait for a kernel that ignores shutdown: the grader kills the sandbox.
         os._exit(code)
     return code

@@ -129,22 +129,26 @@ def run_notebook(nb, cwd: Path, timeout: int = 300,
     """
     from nbclient import NotebookClient
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(cwd)}}, record_timing=True)
+    from grader.kernels import private_sockets
+
     values = None
-    with client.setup_kernel():
-        start = time.perf_counter()
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
-        wall = time.perf_counter() - start
-        if reads:
-            extra = _claims_cell(reads)
-            nb.cells.append(extra)  # nbclient files outputs by index into nb.cells
-            try:
-                client.execute_cell(extra, len(nb.cells) - 1)
-            finally:
-                nb.cells.pop()
-            values = _read_claims(extra)
+    with private_sockets() as sockets:
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", config=sockets,
+                                allow_errors=True, record_timing=True,
+                                resources={"metadata": {"path": str(cwd)}})
+        with client.setup_kernel():
+            start = time.perf_counter()
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+            wall = time.perf_counter() - start
+            if reads:
+                extra = _claims_cell(reads)
+                nb.cells.append(extra)  # nbclient files outputs by index into nb.cells
+                try:
+                    client.execute_cell(extra, len(nb.cells) - 1)
+                finally:
+                    nb.cells.pop()
+                values = _read_claims(extra)
     cells = [_cell_seconds(c) if c.cell_type == "code" else 0.0 for c in nb.cells]
     errors = [o.get("ename", "") for c in nb.cells for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
