@@ -70,8 +70,12 @@ def export_program(fn, args=(), kwargs=None):
     if not callable(fn):
         raise NotAFunction(type(fn).__name__ if fn is not None else "None")
     kwargs = kwargs or {}
+    # Exported for the platform its inputs live on: on a one-accelerator host the
+    # sharding chapter runs on the simulated CPU devices, and a program exported for
+    # the default backend (the TPU) would ask for 8 TPUs.
+    platforms = _input_platforms(jax.tree.leaves((args, kwargs)))
     if _is_jit(fn):
-        exported = _on_leaves(jax.export.export(fn)(*args, **kwargs))
+        exported = _on_leaves(jax.export.export(fn, platforms=platforms)(*args, **kwargs))
     else:
         # Exported on the flat leaves of its inputs and outputs: the same program, and
         # one whose pytrees serialize (optax states do not).
@@ -82,7 +86,7 @@ def export_program(fn, args=(), kwargs=None):
             return jax.tree.leaves(fn(*a, **k))
 
         flat_fn.__name__ = getattr(fn, "__name__", "fn")
-        exported = jax.export.export(jax.jit(flat_fn))(*tree_leaves)
+        exported = jax.export.export(jax.jit(flat_fn), platforms=platforms)(*tree_leaves)
     leaves = jax.tree.leaves((args, kwargs))
     if len(leaves) == len(exported.in_avals):
         # Every leaf is an input (no static arguments): a Python number is traced as a
@@ -118,6 +122,38 @@ def _on_leaves(exported):
     return exported
 
 
+def _input_platforms(leaves) -> tuple[str, ...] | None:
+    """``("cpu",)`` when the arrays among ``leaves`` all live on CPU devices while the
+    default backend is an accelerator; else None (export for the default backend)."""
+    import jax
+
+    if jax.default_backend() == "cpu":
+        return None
+    found = set()
+    for leaf in leaves:
+        if isinstance(leaf, jax.Array):
+            try:
+                found |= {d.platform for d in leaf.devices()}
+            except Exception:  # noqa: BLE001 - a deleted (donated) array: no say
+                continue
+    return ("cpu",) if found == {"cpu"} else None
+
+
+def program_devices(platforms) -> list:
+    """This process's devices for a program exported for ``platforms``: the CPU
+    devices for a CPU program where the default backend is an accelerator (the
+    simulated devices the sharding chapter uses on a one-accelerator host), else the
+    default backend's."""
+    import jax
+
+    if list(platforms)[:1] == ["cpu"] and jax.default_backend() != "cpu":
+        try:
+            return list(jax.devices("cpu"))
+        except RuntimeError:  # no CPU backend in this process
+            pass
+    return list(jax.devices())
+
+
 def _is_array(leaf) -> bool:
     return hasattr(leaf, "shape") and hasattr(leaf, "dtype")
 
@@ -141,10 +177,10 @@ def observe_artifact(programs: Programs) -> _wire.Observation:
 
 # ---------------------------------------------------------------- deriving facts
 
-def _mesh_of(exported, text: str):
-    """A mesh of this process's first devices shaped like the one the program was
-    exported for: names, sizes and axis types from its input shardings (Explicit axes
-    stay Explicit), or names and sizes from its ``sdy.mesh`` when no input is sharded."""
+def _mesh_of(exported, text: str, devices: list):
+    """A mesh of the first of ``devices`` shaped like the one the program was exported
+    for: names, sizes and axis types from its input shardings (Explicit axes stay
+    Explicit), or names and sizes from its ``sdy.mesh`` when no input is sharded."""
     import jax
     from jax.sharding import AxisType
 
@@ -155,7 +191,7 @@ def _mesh_of(exported, text: str):
         if sizes and int(np.prod(sizes)) == n:
             return jax.make_mesh(sizes, tuple(abstract.axis_names),
                                  axis_types=tuple(abstract.axis_types),
-                                 devices=jax.devices()[:n])
+                                 devices=devices[:n])
     m = re.search(r"sdy\.mesh @\w+ = <\[(.*?)\]>", text)
     if not m:
         return None
@@ -165,7 +201,7 @@ def _mesh_of(exported, text: str):
     shape = tuple(int(n) for _, n in axes)
     return jax.make_mesh(shape, tuple(a for a, _ in axes),
                          axis_types=(AxisType.Auto,) * len(axes),
-                         devices=jax.devices()[:int(np.prod(shape))])
+                         devices=devices[:int(np.prod(shape))])
 
 
 def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool = False,
@@ -187,17 +223,20 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
                  out_avals=[str(a) for a in exported.out_avals])
     if facts["refused"]:
         return facts, None
-    if exported.nr_devices > len(jax.devices()):
+    devices = program_devices(exported.platforms)
+    if exported.nr_devices > len(devices):
         facts["refused"] = [f"a program for {exported.nr_devices} devices"]
         return facts, None
     args = []
     if inputs is not None and inputs.kind == "tree" and len(inputs.leaves) == len(exported.in_avals):
         args = [_leaf_value(leaf) for leaf in inputs.leaves]
-    mesh = _mesh_of(exported, text) if exported.nr_devices > 1 else None
+    mesh = _mesh_of(exported, text, devices) if exported.nr_devices > 1 else None
     if mesh is not None and args:
         shardings = exported.in_shardings_jax(mesh)
         args = [jax.device_put(a, s if s is not None else NamedSharding(mesh, PartitionSpec()))
                 for a, s in zip(args, shardings)]
+    elif devices[0].platform != jax.default_backend() and args:
+        args = [jax.device_put(a, devices[0]) for a in args]  # where the program runs
     outputs = None
     if args or not exported.in_avals:
         call_args, call_kwargs = jax.tree.unflatten(exported.in_tree, args)

@@ -226,3 +226,27 @@ def test_explain_tree_placement_works_on_json_data(devs):
 def test_a_non_array_leaf_is_named():
     got = collect_tree_placement({"lr": 0.1})
     assert got == {"['lr']": {"kind": "not a JAX array", "shape": None}}
+
+
+def test_a_sharded_program_on_cpu_devices_is_judged_where_the_default_backend_is_a_tpu(
+        devs, monkeypatch):
+    # A one-TPU host runs the sharding chapter on the 8 simulated CPU devices: the
+    # program is exported for the CPU (where its inputs live) and the judge places it
+    # on the CPU devices, instead of refusing "a program for 8 devices" (measured on a
+    # TPU v5e before this). The backend's name is faked: this machine has only a CPU.
+    from autograder import _artifacts, _wire
+
+    mesh = jax.make_mesh((len(devs) // 2, 2), ("data", "model"), devices=devs)
+    params, x = _mlp_inputs(mesh)
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    with jax.set_mesh(mesh):
+        exported, flat = _artifacts.export_program(jax.jit(_megatron), (params, x))
+        expected = np.asarray(_megatron(params, x))
+    assert _artifacts._input_platforms(jax.tree.leaves((params, x))) == ("cpu",)
+    assert exported.platforms == ("cpu",) and exported.nr_devices == len(devs)
+    facts, outputs = _artifacts.derive_one(bytes(exported.serialize()),
+                                           _wire.observe_tree(list(flat)), compile=True)
+    assert not facts["refused"], facts["refused"]
+    assert facts["collective_counts"].get("all-reduce") == 1
+    np.testing.assert_allclose(outputs.leaves[0].value, expected, rtol=1e-5)
+    assert _artifacts.program_devices(("cpu",)) == list(jax.devices("cpu"))
