@@ -6,7 +6,11 @@ Chrome trace-event format, ``{"traceEvents": [...]}``. On the CPU backend (check
 jax 0.12.0.1), XLA op executions are complete events (``"ph": "X"``) whose ``args``
 carry ``hlo_module`` (``jit_step``), ``hlo_op`` and ``run_id`` (one id per execution
 of the module); ``jax.profiler.StepTraceAnnotation(name, step_num=i)`` adds an event
-named ``name`` with ``args.step_num``.
+named ``name`` with ``args.step_num``. On a TPU (checked with jax 0.10.2 on a v5e) the
+ops carry none of these: the device's process (``/device:TPU:0``) has a thread named
+``XLA Modules`` with one complete event per execution, named after the module and its
+fingerprint (``jit_step(1445...)``, ``args.run_id``), and a thread ``XLA Ops`` with the
+ops. :func:`trace_facts` counts runs from either form.
 
 :func:`trace_facts` derives facts from the file's *bytes*, never from the live
 program. :func:`assert_profile_written` observes, in the student's process, only what
@@ -71,24 +75,35 @@ def trace_facts(data: bytes) -> dict:
     {'runs': {'jit_step': 1}, 'steps': {'train': [0]}}
     """
     runs: dict[str, set] = {}
+    device_runs: dict[str, int] = {}
     steps: dict[str, list] = {}
     def start(e):
         ts = e.get("ts", 0)
         return float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0.0
 
-    for e in sorted(read_trace_events(data), key=start):
+    events = read_trace_events(data)
+    module_threads = {(e.get("pid"), e.get("tid")) for e in events
+                      if e.get("ph") == "M" and e.get("name") == "thread_name"
+                      and (e.get("args") or {}).get("name") == "XLA Modules"}
+    for e in sorted(events, key=start):
         if e.get("ph") != "X":
             continue
         args = e.get("args") or {}
         if "hlo_module" in args and "hlo_op" in args:
             runs.setdefault(str(args["hlo_module"]), set()).add(str(args.get("run_id")))
+        elif (e.get("pid"), e.get("tid")) in module_threads:
+            module = str(e.get("name", "")).split("(", 1)[0]
+            device_runs[module] = device_runs.get(module, 0) + 1
         elif "step_num" in args:
             try:
                 num = int(args["step_num"])
             except (TypeError, ValueError):
                 continue
             steps.setdefault(str(e.get("name")), []).append(num)
-    return {"runs": {m: len(ids) for m, ids in sorted(runs.items())}, "steps": steps}
+    counted = {m: len(ids) for m, ids in runs.items()}
+    for module, n in device_runs.items():  # a device's own record of its runs
+        counted[module] = max(n, counted.get(module, 0))
+    return {"runs": dict(sorted(counted.items())), "steps": steps}
 
 
 def collect_profile(fn: Callable, args: Sequence, *, log_dir: str) -> dict:

@@ -467,6 +467,32 @@ def test_trace_facts_from_gzip_bytes():
                                  "steps": {"train": [0, 1]}}
 
 
+def test_trace_facts_reads_a_tpu_trace():
+    # The form of a TPU's trace (jax 0.10.2 on a v5e, events copied from a real file):
+    # one event per run on the device's "XLA Modules" thread, ops without run ids on
+    # "XLA Ops", host-side annotations as on a CPU.
+    meta = [{"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+            {"ph": "M", "pid": 3, "tid": 2, "name": "thread_name", "args": {"name": "XLA Modules"}},
+            {"ph": "M", "pid": 3, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}}]
+
+    def run(ts, run_id, module="jit_features"):
+        return {"ph": "X", "pid": 3, "tid": 2, "ts": ts, "dur": 6.82,
+                "name": f"{module}(14457040574764829122)",
+                "args": {"core_type": "0", "queue_id": "0", "run_id": str(run_id)}}
+
+    def op(ts, name):
+        return {"ph": "X", "pid": 3, "tid": 3, "ts": ts, "dur": 0.5, "name": name,
+                "args": {"hlo_category": "sort", "long_name": f"%{name} = ..."}}
+
+    events = meta + [run(49151.9, 9), op(49152.5, "sort.6"), run(49322.7, 10),
+                     op(49323.0, "sort.6"), run(49517.3, 11), run(49600.0, 12, "jit_other"),
+                     {"ph": "X", "pid": 701, "tid": 1, "ts": 49150.0, "dur": 400.0,
+                      "name": "train", "args": {"step_num": "0"}}]
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    assert trace_facts(data) == {"runs": {"jit_features": 3, "jit_other": 1},
+                                 "steps": {"train": [0]}}
+
+
 def test_explain_profile_messages():
     ok = {"path_ok": True, "newest": True, "path": "p", "found": ["p"]}
     facts = {"runs": {"jit_step": 3}, "steps": {"train": [0, 1, 2]}}
