@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,8 +80,11 @@ def run_one(notebook: Path, cell_timeout: float) -> dict:
         error = result.error_before_exec or result.error_in_exec
         if error is not None:
             first = (str(error).strip().splitlines() or [""])[0]
+            frames = traceback.extract_tb(error.__traceback__)[-3:]
             record["failed"].append({"cell": index, "kind": kind, "grade_id": grade_id,
                                      "error": f"{type(error).__name__}: {first}"[:300],
+                                     "where": [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} "
+                                               f"{(f.line or '')[:120]}" for f in frames],
                                      "seconds": round(time.perf_counter() - t0, 2)})
     record["seconds"] = round(time.perf_counter() - start, 2)
     try:
