@@ -1,5 +1,6 @@
 # Every workflow of the course is a target here. Students: `make lab`. Everyone: `make test`.
-# Instructors: `make release`, `make autograde`, `make feedback`, `make grades`, `make demo`.
+# Instructors: `make release`, `make autograde`, `make feedback`, `make grades`, `make report`,
+# `make demo`.
 # Each target creates .venv first when it is missing, so a fresh clone needs only
 # python3.12 and make.
 
@@ -38,12 +39,12 @@ HUB_GROUP ?= jax-xla
 HUB_KEEP_ENV ?=
 HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
 
-.PHONY: help venv lab test release check-release rubric autograde feedback grades demo bench clean hub hub-clean
+.PHONY: help venv lab test release check-release rubric autograde feedback grades report demo bench clean hub hub-clean
 
 help:
 	@echo "Students:    make lab        start JupyterLab on release/ (creates .venv first)"
 	@echo "Everyone:    make test       run the whole test-suite (creates .venv first)"
-	@echo "Instructors: make release | rubric | autograde | feedback | grades | demo"
+	@echo "Instructors: make release | rubric | autograde | feedback | grades | report | demo"
 	@echo "Course hub:  make hub        (root) JupyterHub for a demo class; make hub-clean removes it"
 	@echo "Assignments: $(ASSIGNMENTS)"
 
@@ -107,6 +108,11 @@ feedback: $(STAMP)
 grades: $(STAMP)
 	python -m autograder export --to grades.csv
 
+# Instructor analytics from the gradebook, the ledger and the feedback: per assignment,
+# reports/A.html (one self-contained page) and reports/A.csv, A-items.csv, A-students.csv.
+report: $(STAMP)
+	python -m autograder report $(ASSIGNMENTS)
+
 # The instructor's whole job on a sample class, in a scratch course folder (demo/).
 demo: $(STAMP)
 	python -m autograder demo --dir demo $(UNSANDBOXED)
@@ -115,7 +121,7 @@ bench: $(STAMP)
 	python -m autograder bench $(BENCH_ARGS)
 
 clean:
-	rm -rf submitted autograded feedback gradebook.db grades.csv demo artifacts .pytest_cache
+	rm -rf submitted autograded feedback gradebook.db grades.csv reports demo artifacts .pytest_cache
 
 # JupyterHub's proxy from npm, at the version hub/package-lock.json pins.
 $(HUB_PROXY): hub/package.json hub/package-lock.json

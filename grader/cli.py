@@ -10,6 +10,10 @@
   demo [--dir demo] [--allow-unsandboxed]
                              the instructor's whole job on a sample class
   rubric A...                each exercise's requirements, the checks that judge them, points
+  report [A...] [--out reports]
+                             instructor analytics: per module, reports/A.html (one page:
+                             each exercise's scores, discrimination, rubric items failed;
+                             students x exercises; attention; grading time) and CSVs
   run-notebooks [A...] [--out DIR]
                              every source notebook top to bottom on this machine
                              (CPU, GPU or TPU): a table of the cells that fail
@@ -95,6 +99,14 @@ def _main(argv: list[str] | None = None) -> int:
         for name in args.assignments or _assignments(root):
             print(table(name, root), end="\n\n")
         return 0
+    if command == "report":
+        from grader.report import main as report_main
+
+        parser.add_argument("assignments", nargs="*")
+        parser.add_argument("--out", default="reports",
+                            help="folder of the pages and CSVs (relative to the course)")
+        args = parser.parse_args(rest)
+        return report_main(root, args.assignments or _assignments(root), Path(args.out))
     if command == "grade":
         from grader.pipeline import grade_assignment
 

@@ -13,6 +13,7 @@ import pytest
 from grader.course import generate_release, make_scratch_course
 from grader.pipeline import preflight
 from tests.conftest import REPO, missing_sandbox
+from tests.test_report import check_demo_report
 
 # The demo's and the fresh clone's notebooks are the course's own: where bubblewrap is
 # missing they are graded without it, as an instructor would with --allow-unsandboxed.
@@ -83,6 +84,8 @@ def test_demo_grades_the_sample_class(tmp_path):
     assert "HIDDEN TESTS" not in page and "_rosen" not in page
     ledger = json.loads((out / "autograded/.grading/01_grad/ledger.json").read_text())
     assert ledger["dee"]["status"] == "attention" and ledger["ada"]["status"] == "graded"
+    # It ends with the instructor's report, whose figures are the gradebook's.
+    check_demo_report(out, proc.stdout)
 
 
 @pytest.mark.notebook

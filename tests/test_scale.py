@@ -13,6 +13,7 @@ scratch course, with real servers started here and stopped at the end:
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -342,6 +343,11 @@ def test_postgresql_gradebook(tmp_path, monkeypatch):
             assert gb.db.bind.dialect.name == "postgresql"
             assert {s: float(gb.find_submission(A, s).score) for s in students} == scores
             assert [a.name for a in gb.assignments] == [A]
+        # The instructor's report reads the same PostgreSQL gradebook (grader/report.py).
+        from grader.report import write_report
+
+        with open(write_report(course, A, tmp_path / "reports").students_csv) as fh:
+            assert {r["student"]: float(r["total"]) for r in csv.DictReader(fh)} == scores
         conn = psycopg2.connect(host="127.0.0.1", port=port, user="grader", dbname="gradebook")
         with conn, conn.cursor() as cur:
             cur.execute("SELECT s.id, sa.id FROM submitted_assignment sa "

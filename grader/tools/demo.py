@@ -1,7 +1,8 @@
 """``make demo``: the instructor's whole job on a sample class, in a scratch folder.
 
 Release, a sample class built from the notebooks (full marks, partial, blank and a
-malformed notebook), autograde, feedback, export, and a score table.
+malformed notebook), autograde, feedback, export, a score table, and last the
+instructor's report of each module (``grader.report``: ``demo/reports/A.html``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from grader.course import REPO, generate_release, make_scratch_course, run_nbgrader
 from grader.pipeline import grade_assignment
+from grader.report import write_report
 from grader.tools.submission import (build_submission, read_notebook, solution_ids,
                                     write_notebook)
 
@@ -72,6 +74,8 @@ def run_demo(directory: str, assignments: list[str], *, allow_unsandboxed: bool 
     print_grades(course / "grades.csv")
     print(f"feedback: {course / 'feedback'}")
     print(f"grades:   {course / 'grades.csv'}")
+    for name in assignments:
+        print(f"report:   {write_report(course, name, course / 'reports').html}")
     print(f"demo finished in {time.monotonic() - start:.1f} s")
     return 0
 
