@@ -130,3 +130,31 @@ def test_layout_outside_is_free_and_other_op_names_still_count():
         return lax.fori_loop(0, 3, lambda i, c: c + 1.0, x ** 3 * lax.rsqrt(x))
     work = region_work(jax.jit(power_outside).lower(jnp.ones(8)).as_text())["loop"]
     assert work["outside"] >= 2
+
+
+def test_work_that_never_reaches_the_output_is_not_counted_inside():
+    # Data flow: the work a region carries counts only if the output depends on it.
+    # JAX's own dead-code elimination of the jaxpr (checked on 0.12.0.1) removes a loop
+    # whose result is dropped, and a carried value that never reaches the output, with
+    # the work that computes it; so a loop padded with such work has none of it inside.
+    def steps(x):
+        for _ in range(9):
+            x = jnp.sin(x) * 2.0
+        return x
+
+    def heavy(c):
+        return jnp.cos(c) * jnp.exp(c) + jnp.tanh(c) * 3.0 + jnp.log1p(c * c) * jnp.sinh(c)
+
+    def dropped_loop(x):
+        lax.fori_loop(0, 20, lambda i, c: heavy(c), x)
+        return steps(x)
+
+    def junk_carry(x):
+        a, _ = lax.fori_loop(0, 20, lambda i, c: (c[0] + 1.0, heavy(c[1])), (x, x))
+        return steps(x) + a
+
+    assert region_work(jax.jit(dropped_loop).lower(1.0).as_text())["loop"]["regions"] == 0
+    work = region_work(jax.jit(junk_carry).lower(1.0).as_text())["loop"]
+    assert work["inside"] < 5 < work["outside"], work
+    with pytest.raises(CheckFailure, match="is not inside its loop body"):
+        assert_uses_primitive(junk_carry, (jnp.float32(1.0),), "scan")
