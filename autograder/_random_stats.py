@@ -10,15 +10,17 @@ verdict are computed by ``explain_*`` with NumPy, outside the student's process.
 Nothing here draws random numbers: the test cell draws its samples from fixed seeds,
 so for a given JAX version a verdict is deterministic.
 
-False failures. A correct answer fails when its statistic lands more than ``k``
-standard errors away: for the default ``k = 5`` the two-sided normal tail
-``erfc(5 / sqrt(2)) = 5.7e-7``, "for any seed and JAX version" in practice. Each
-check's docstring says how good that approximation is for it; for the 04_prng test
-cells the exact probabilities (from the sampling distributions: chi-square, binomial,
-the t distribution of a correlation, the exact convolution of a uniform mean) are
-between 3.5e-7 and 2.4e-6, except the binomial fraction of 64 epochs with p = 1/16
-(3.4e-5: few trials, a skewed count). A wrong scale or shift moves the statistic by
-many standard errors and still fails.
+False failures. A correct answer fails when its statistic lands in the rejection
+region, whose probability for a correct answer is ``alpha = erfc(k / sqrt(2))``
+(5.7e-7 for the default ``k = 5``). Where the statistic's exact distribution is known,
+the region is cut from it, so the rate is exact by construction: a fraction's count is
+binomial (exact tails, whatever ``n`` and ``p``: a normal approximation gave 3.4e-5 for
+64 trials with p = 1/16), and the variance of normal draws is a scaled chi-square
+(exact quantiles: the normal approximation gave 2.4e-6 for n = 512). The mean (normal
+tails; 3.5e-7 exactly for the mean of 64 uniform positions 0..15) and the correlation
+(t distribution: 5.0e-7 for n = 1000) stay under 1e-6 as they are;
+``tests/test_random.py`` computes each of these rates for the course's test cells. A
+wrong scale or shift moves the statistic far into the region and still fails.
 
 The checks return ``None``, never the statistic: nbgrader reads a number left as a
 test cell's last value as partial credit.
@@ -35,6 +37,42 @@ from autograder._feedback import format_failure
 # Captured at import, before student code runs (see DESIGN.md, tamper-resistance).
 _asarray = np.asarray
 _sqrt = math.sqrt
+
+
+def alpha(k: float) -> float:
+    """The false-failure probability of a check at ``k``: the two-sided normal tail."""
+    return math.erfc(k / math.sqrt(2.0))
+
+
+def binomial_interval(n: int, p: float, a: float) -> tuple[int, int]:
+    """The counts ``[lo, hi]`` a Binomial(n, p) count reaches but for tails of at most
+    ``a / 2`` each: ``P(X < lo) <= a/2`` and ``P(X > hi) <= a/2``, exactly.
+
+    >>> binomial_interval(64, 1 / 16, alpha(5.0))
+    (0, 16)
+    """
+    from scipy.special import bdtr, bdtrc
+
+    if n <= 0:
+        return 0, 0
+
+    def first(pred) -> int:  # the least count c in [0, n] with pred(c), by bisection
+        left, right = 0, n
+        while left < right:
+            mid = (left + right) // 2
+            left, right = (left, mid) if pred(mid) else (mid + 1, right)
+        return left
+
+    lo = first(lambda c: bdtr(c, n, p) > a / 2)     # P(X <= lo - 1) <= a/2 < P(X <= lo)
+    hi = first(lambda c: bdtrc(c, n, p) <= a / 2)   # P(X > hi) <= a/2
+    return lo, hi
+
+
+def chi2_interval(dof: int, a: float) -> tuple[float, float]:
+    """The central ``1 - a`` interval of a chi-square with ``dof`` degrees of freedom."""
+    from scipy.special import chdtri
+
+    return float(chdtri(dof, 1 - a / 2)), float(chdtri(dof, a / 2))
 
 
 def _floats(x) -> np.ndarray:
@@ -129,12 +167,15 @@ def assert_sample_variance(samples, variance: float, *, k: float = 5.0,
     kurtosis is 0 for normal draws, -1.2 for uniform ones, ``1/(p(1-p)) - 6`` for a
     Bernoulli(p).
 
-    False-failure probability: ``erfc(k / sqrt(2))``, 5.7e-7 for ``k = 5``, under the
-    normal approximation of ``s2``. For normal draws ``s2`` follows a scaled
-    chi-square, whose right tail is heavier: the exact probability is 2.4e-6 for
-    n = 512, 1.4e-6 for n = 1000, 7.7e-7 for n = 4096. The excess kurtosis must be
-    right: too small a value narrows the tolerance. The samples come from the test's
-    fixed seeds.
+    False-failure probability: for normal draws (``excess_kurtosis=0``) exactly
+    ``alpha = erfc(k / sqrt(2))`` (5.7e-7 for ``k = 5``): ``(n - 1) s2 / variance``
+    follows a chi-square with ``n - 1`` degrees of freedom, and the accepted interval
+    is its central ``1 - alpha`` (:func:`chi2_interval`; ``k`` standard errors of a
+    normal approximation failed a correct answer with 2.4e-6 at n = 512, the
+    chi-square's right tail being heavier). For other draws, ``k`` standard errors
+    with the excess kurtosis in the standard error, under the normal approximation.
+    The excess kurtosis must be right: too small a value narrows the tolerance. The
+    samples come from the test's fixed seeds.
 
     >>> import numpy as np
     >>> x = np.tile([-0.25, 0.25], 2048)   # variance 0.0625 (ddof=1: 0.0625 * n/(n-1))
@@ -143,7 +184,7 @@ def assert_sample_variance(samples, variance: float, *, k: float = 5.0,
     Traceback (most recent call last):
     ...
     autograder._feedback.CheckFailure: weights: the sample variance is too far from 0.25
-      expected: 0.25 +- 0.0276 (5 standard errors of 0.25*sqrt(2/(n-1)), n=4096)
+      expected: between 0.2233 and 0.2786 (normal draws: ...)
       got:      0.06252 (33.9 standard errors away)
       likely cause: the wrong scale: ...
     """
@@ -165,15 +206,25 @@ def explain_sample_variance(observed, expected, *, label: str, variance: float,
     n = x.size
     got = float(x.var(ddof=1)) if n > 1 else 0.0
     se = variance * _sqrt(max(2.0 / max(n - 1, 1) + excess_kurtosis / max(n, 1), 0.0))
-    tol = k * se
-    if abs(got - variance) <= tol:
-        return None
     away = abs(got - variance) / se if se > 0 else float("inf")
-    kurt = f" + {excess_kurtosis:g}/n" if excess_kurtosis else ""
+    if excess_kurtosis == 0.0 and n > 1 and variance > 0:
+        lo, hi = chi2_interval(n - 1, alpha(k))
+        lo, hi = variance * lo / (n - 1), variance * hi / (n - 1)
+        if lo <= got <= hi:
+            return None
+        expected = (f"between {lo:.4g} and {hi:.4g} (normal draws: (n-1) s2 / {variance:.4g} "
+                    f"is chi-square with n-1 = {n - 1} degrees of freedom; a correct "
+                    f"answer lands outside with probability {alpha(k):.1e})")
+    else:
+        tol = k * se
+        if abs(got - variance) <= tol:
+            return None
+        kurt = f" + {excess_kurtosis:g}/n" if excess_kurtosis else ""
+        expected = (f"{variance:.4g} +- {tol:.3g} ({k:g} standard errors of "
+                    f"{variance:.4g}*sqrt(2/(n-1){kurt}), n={n})")
     return _stat_failure(
         f"{label}: the sample variance is too far from {variance:.4g}",
-        expected=f"{variance:.4g} +- {tol:.3g} ({k:g} standard errors of "
-                 f"{variance:.4g}*sqrt(2/(n-1){kurt}), n={n})",
+        expected=expected,
         got=f"{got:.4g} ({away:.1f} standard errors away)", hint=hint, fix=fix,
         section=section,
         default_cause="the wrong scale: a standard deviation used as a variance (or the "
@@ -192,11 +243,12 @@ def assert_sample_fraction(hits, p: float, *, k: float = 5.0, name: str = "fract
     Tolerance: a count of ``n`` independent Bernoulli(p) trials has standard
     deviation ``sqrt(n p (1-p))`` (binomial), so the fraction has ``sqrt(p(1-p)/n)``.
 
-    False-failure probability: ``erfc(k / sqrt(2))``, 5.7e-7 for ``k = 5``, under the
-    normal approximation, good when ``n p`` and ``n (1 - p)`` are both in the
-    hundreds (exact binomial tails: 5.1e-7 for n = 2048, p = 0.5; 9.2e-7 for p = 0.1).
-    With few expected hits the count is skewed and the right tail heavier: 3.4e-5
-    for n = 64, p = 1/16. The samples come from the test's fixed seeds.
+    The verdict is exact: the count of hits must lie in the binomial interval
+    :func:`binomial_interval` whose two tails each hold at most ``alpha / 2``, with
+    ``alpha = erfc(k / sqrt(2))`` (5.7e-7 for ``k = 5``), so a correct answer fails
+    with probability at most ``alpha`` for any ``n`` and ``p`` (the ``k`` standard
+    errors of a normal approximation failed one with 3.4e-5 for n = 64, p = 1/16,
+    where the count is skewed). The samples come from the test's fixed seeds.
 
     >>> import numpy as np
     >>> kept = np.arange(2000) % 5 != 0   # 4 in 5 kept
@@ -205,7 +257,7 @@ def assert_sample_fraction(hits, p: float, *, k: float = 5.0, name: str = "fract
     Traceback (most recent call last):
     ...
     autograder._feedback.CheckFailure: kept entries: 0.2 of 2000 draws, expected 0.8
-      expected: 0.8 +- 0.0447 (5 standard errors of sqrt(p(1-p)/n))
+      expected: 0.8: between 1508 and 1687 hits of 2000 (binomial; ...)
       got:      0.2 (67.1 standard errors away)
       likely cause: ...
     """
@@ -224,13 +276,14 @@ def explain_sample_fraction(observed, expected, *, label: str, p: float, k: floa
     n = x.size
     got = float(x.mean()) if n else float("nan")
     se = _sqrt(p * (1 - p) / max(n, 1))
-    tol = k * se
-    if abs(got - p) <= tol + 1e-12:
+    lo, hi = binomial_interval(n, p, alpha(k))
+    if n and lo <= int(x.sum()) <= hi:
         return None
     away = abs(got - p) / se if se > 0 else float("inf")
     return _stat_failure(
         f"{label}: {got:.4g} of {n} draws, expected {p:.4g}",
-        expected=f"{p:.4g} +- {tol:.3g} ({k:g} standard errors of sqrt(p(1-p)/n))",
+        expected=f"{p:.4g}: between {lo} and {hi} hits of {n} (binomial; a correct answer "
+                 f"lands outside with probability at most {alpha(k):.1e})",
         got=f"{got:.4g} ({away:.1f} standard errors away)", hint=hint, fix=fix,
         section=section,
         default_cause="the probability is swapped (p where 1 - p was meant) or the "

@@ -281,9 +281,9 @@ def test_assert_sample_variance_uses_the_excess_kurtosis():
     x = np.tile([-1.0, 1.0], 2048)  # variance 1 * n/(n-1); excess kurtosis of +-1 is -2
     assert assert_sample_variance(x, 1.0) is None  # no number: nbgrader would read partial credit
     with pytest.raises(CheckFailure) as err:
-        assert_sample_variance(x, 1.25, name="w")  # 1.25 +- 5*1.25*sqrt(2/4095) = +-0.138
+        assert_sample_variance(x, 1.25, name="w")  # chi-square, 4095 dof: 1.117 .. 1.393
     assert "w: the sample variance is too far from 1.25" in str(err.value)
-    assert "1.25*sqrt(2/(n-1)), n=4096)" in str(err.value)
+    assert "between 1.117 and 1.393" in str(err.value)
     # A larger kurtosis widens the tolerance: Bernoulli(0.01) has excess kurtosis ~ 95.
     assert_sample_variance(x, 1.25, excess_kurtosis=95.0)
     # variance 5: se = 5 * sqrt(2/4095 + 95/4096) = 0.77, |1 - 5| > 5 se = 3.85.
@@ -387,3 +387,63 @@ def test_assert_wide_key_tree_reports_functions_that_cannot_be_traced():
     with pytest.raises(CheckFailure, match="raised TracerArrayConversionError"):
         assert_wide_key_tree(needs_concrete, lambda n: (jax.random.key(0), n), static_argnums=(1,))
 
+
+
+# --- false failures of the distribution checks ------------------------------------------
+
+def _binomial_pmf(n: int, p: float) -> np.ndarray:
+    from scipy.special import gammaln
+
+    c = np.arange(n + 1)
+    return np.exp(gammaln(n + 1) - gammaln(c + 1) - gammaln(n - c + 1)
+                  + c * np.log(p) + (n - c) * np.log1p(-p))
+
+
+# The probabilities the course's fraction checks use (04: dropout keeps 3/4, 1/2, 1/10;
+# N(0, 1) beyond 1.75; row 1 after row 0 in 16 rows; ascending pairs), at sizes from a
+# handful of trials to thousands, the 64 epochs of 04's epoch_batches among them.
+@pytest.mark.parametrize("p", [0.75, 0.5, 0.1, 0.0801, 1 / 16])
+def test_a_correct_fraction_fails_with_probability_at_most_alpha(p):
+    from autograder._random_stats import alpha, binomial_interval
+
+    a = alpha(5.0)
+    for n in [*range(1, 200), 256, 500, 512, 1000, 2048, 4096, 10000]:
+        lo, hi = binomial_interval(n, p, a)
+        pmf = _binomial_pmf(n, p)
+        rejected = pmf[:lo].sum() + pmf[hi + 1:].sum()
+        assert rejected <= a * (1 + 1e-9), (n, p, lo, hi, rejected)
+        # ... and the interval is no wider than it must be: one count less on a side
+        # would reject more than a/2 there (where that side can reject at all).
+        if hi < n:
+            assert pmf[hi:].sum() > a / 2, (n, p, hi)
+    # 64 trials with p = 1/16: k standard errors of the normal approximation rejected
+    # 14 hits or more, 3.4e-5 of correct answers; the exact interval rejects 17 or more.
+    assert binomial_interval(64, 1 / 16, a) == (0, 16)
+    assert _binomial_pmf(64, 1 / 16)[14:].sum() > 3e-5
+
+
+@pytest.mark.parametrize("n", [64, 512, 1000, 4096])
+def test_a_correct_variance_of_normal_draws_fails_with_probability_alpha(n):
+    from scipy.stats import chi2
+
+    from autograder._random_stats import alpha, chi2_interval, explain_sample_variance
+
+    a = alpha(5.0)
+    lo, hi = chi2_interval(n - 1, a)
+    rejected = chi2.cdf(lo, n - 1) + chi2.sf(hi, n - 1)
+    assert rejected == pytest.approx(a, rel=1e-6)
+    # The old k standard errors rejected 2.4e-6 of correct answers at n = 512.
+    se = np.sqrt(2 / (n - 1))
+    old = chi2.cdf((1 - 5 * se) * (n - 1), n - 1) + chi2.sf((1 + 5 * se) * (n - 1), n - 1)
+    assert old > rejected
+    # Values just inside the interval pass, just outside fail.
+    from autograder._wire import observe_tree
+
+    def verdict(s2):
+        x = np.zeros(n)
+        x[:2] = [-1.0, 1.0]
+        x *= np.sqrt(s2 * (n - 1) / 2)  # sample variance exactly s2
+        return explain_sample_variance(observe_tree([x]), None, label="w", variance=1.0)
+
+    assert verdict(lo / (n - 1) * 1.001) is None and verdict(hi / (n - 1) * 0.999) is None
+    assert "between" in verdict(hi / (n - 1) * 1.01) and verdict(lo / (n - 1) * 0.99)
