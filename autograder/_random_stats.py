@@ -18,8 +18,10 @@ binomial (exact tails, whatever ``n`` and ``p``: a normal approximation gave 3.4
 64 trials with p = 1/16), and the variance of normal draws is a scaled chi-square
 (exact quantiles: the normal approximation gave 2.4e-6 for n = 512). The mean (normal
 tails; 3.5e-7 exactly for the mean of 64 uniform positions 0..15) and the correlation
-(t distribution: 5.0e-7 for n = 1000) stay under 1e-6 as they are;
-``tests/test_random.py`` computes each of these rates for the course's test cells. A
+(t distribution: 5.0e-7 for n = 1000) stay under 1e-6 as they are; the variance of
+other draws (a count, a bootstrap mean: their excess kurtosis given) rests on a normal
+approximation, not computed exactly. ``tests/test_random.py`` computes the exact rates
+of the binomial and chi-square intervals. A
 wrong scale or shift moves the statistic far into the region and still fails.
 
 The checks return ``None``, never the statistic: nbgrader reads a number left as a
