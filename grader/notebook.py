@@ -1,5 +1,4 @@
-"""Notebooks as the grader sees them: cell kinds, the rebuilt submission, stubs, and
-the notebook that runs in a sandbox.
+"""Notebooks as the grader sees them: cell kinds, the rebuilt submission, stubs.
 
 The notebook that runs is rebuilt from the instructor's source: only the source of
 the solution cells comes from the submission (matched by grade_id; the first copy
@@ -9,7 +8,8 @@ deleted test cells and extra files of the submission change nothing.
 In the sandbox every graded test cell runs its whole source (visible and hidden
 checks: the exercise's single definition) through ``autograder._check.run_test_cell``,
 in a private namespace, recording what each check observed; try-it cells do not run,
-nor do lesson cells that nothing graded depends on (``grader.lessons``).
+nor do lesson cells that nothing graded depends on (``grader.lessons``); the notebook
+that runs is built by ``grader.runner.sandbox_notebook``.
 """
 from __future__ import annotations
 
@@ -116,49 +116,6 @@ def tests_of_solution(nb: dict) -> dict[int, list[str]]:
             following = [t for j, t in tests if j > i][:1]
             out[i] = named or following
     return out
-
-
-def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = None,
-                     skipped_tests: set[str] = frozenset(), *, text_limit: int = 100_000,
-                     seed: int | None = None) -> dict:
-    """What runs in the sandbox: the rebuilt notebook with its test cells recording.
-
-    The first code cell (the locked setup) starts by switching the check library to
-    ``role`` (``"student"``: record what the student's code produced; ``"reference"``:
-    also what the references expect). Cell indices stay those of ``rebuilt``.
-    Try-it cells and the lesson cells nothing graded depends on
-    (:func:`grader.lessons.needed_cells`) are left out; ``skipped`` cells (a previous
-    run hung or crashed there) and ``skipped_tests`` are replaced by a comment.
-    """
-    from grader.lessons import needed_cells
-
-    nb = copy.deepcopy(rebuilt)
-    cells = nb["cells"]
-    needed, _ = needed_cells(rebuilt)
-    for index, cell in enumerate(cells):
-        if cell.get("cell_type") == "code" and index not in needed:
-            cell["source"] = ""
-        elif skipped and index in skipped:
-            cell["source"] = f"# not run by the grader: {skipped[index]}\n"
-        elif is_test(cell):
-            test_id = meta(cell)["grade_id"]
-            cell.setdefault("metadata", {})[TEST_TAG] = test_id
-            visible, hidden = split_hidden(text(cell["source"]))
-            cell["source"] = ("" if test_id in skipped_tests else
-                              "from autograder._check import run_test_cell as _jaxcourse_test\n"
-                              f"_jaxcourse_test({test_id!r}, {visible!r}, globals(), "
-                              f"{hidden!r}, seed={seed!r})\n")
-    # The whole check library is imported here, before any student code: the references
-    # it captures at import (numpy functions, the jit type) are the real ones. The seed
-    # is not: each test cell carries it for its own draws (sandbox.child runs test cells
-    # outside the kernel's history).
-    switch = ("import autograder, autograder._check\n"
-              f"autograder._check.configure({role!r}, text_limit={int(text_limit)})\n")
-    for cell in cells:
-        if cell.get("cell_type") == "code":
-            cell["source"] = switch + text(cell["source"])
-            break
-    return nb
 
 
 def split_hidden(source: str) -> tuple[str, str]:

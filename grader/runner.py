@@ -9,6 +9,7 @@ as needing attention with the reason code.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -19,6 +20,7 @@ from autograder._feedback import format_failure
 from grader import judge as _judge
 from grader import notebook as _nb
 from grader import sandbox as _sandbox
+from grader.lessons import needed_cells
 
 MESSAGES = {
     "timeout": "ran past the time limit of {cell:g} s per cell, so the grader stopped it",
@@ -31,6 +33,47 @@ class Incident:
     reason: str
     cell: int | None
     detail: str
+
+
+def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = None,
+                     skipped_tests: set[str] = frozenset(), *, text_limit: int = 100_000,
+                     seed: int | None = None) -> dict:
+    """What runs in the sandbox: the rebuilt notebook with its test cells recording.
+
+    The first code cell (the locked setup) starts by switching the check library to
+    ``role`` (``"student"``: record what the student's code produced; ``"reference"``:
+    also what the references expect). Cell indices stay those of ``rebuilt``.
+    Try-it cells and the lesson cells nothing graded depends on
+    (:func:`grader.lessons.needed_cells`) are left out; ``skipped`` cells (a previous
+    run hung or crashed there) and ``skipped_tests`` are replaced by a comment.
+    """
+    nb = copy.deepcopy(rebuilt)
+    cells = nb["cells"]
+    needed, _ = needed_cells(rebuilt)
+    for index, cell in enumerate(cells):
+        if cell.get("cell_type") == "code" and index not in needed:
+            cell["source"] = ""
+        elif skipped and index in skipped:
+            cell["source"] = f"# not run by the grader: {skipped[index]}\n"
+        elif _nb.is_test(cell):
+            test_id = _nb.meta(cell)["grade_id"]
+            cell.setdefault("metadata", {})[_nb.TEST_TAG] = test_id
+            visible, hidden = _nb.split_hidden(_nb.text(cell["source"]))
+            cell["source"] = ("" if test_id in skipped_tests else
+                              "from autograder._check import run_test_cell as _jaxcourse_test\n"
+                              f"_jaxcourse_test({test_id!r}, {visible!r}, globals(), "
+                              f"{hidden!r}, seed={seed!r})\n")
+    # The whole check library is imported here, before any student code: the references
+    # it captures at import (numpy functions, the jit type) are the real ones. The seed
+    # is not: each test cell carries it for its own draws (sandbox.child runs test cells
+    # outside the kernel's history).
+    switch = ("import autograder, autograder._check\n"
+              f"autograder._check.configure({role!r}, text_limit={int(text_limit)})\n")
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            cell["source"] = switch + _nb.text(cell["source"])
+            break
+    return nb
 
 
 def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student",
@@ -56,7 +99,7 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
     deadline = started + 2 * limits.notebook_timeout
     while True:
         runs += 1
-        nb = _nb.sandbox_notebook(rebuilt, role, skipped, skipped_tests, text_limit=text_limit,
+        nb = sandbox_notebook(rebuilt, role, skipped, skipped_tests, text_limit=text_limit,
                                   seed=seed)
         result = _sandbox.run_notebook(nb, limits=limits, collect=_nb.result_files(tests),
                                        cache=cache, cache_writable=cache_writable)

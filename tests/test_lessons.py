@@ -10,6 +10,7 @@ import pytest
 
 from grader import notebook as _nb
 from grader.lessons import needed_cells
+from grader.runner import sandbox_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,7 +126,7 @@ def test_try_it_cells_never_run():
 
 def test_the_sandbox_notebook_leaves_unneeded_lessons_empty():
     nb = _notebook([BASE, "import matplotlib.pyplot as plt\nplt.plot(x_data)\n"])
-    out = _nb.sandbox_notebook(nb, "student")
+    out = sandbox_notebook(nb, "student")
     assert "plt.plot" not in _nb.text(out["cells"][2]["source"])
     assert "x_data = jnp.ones(3)" in _nb.text(out["cells"][1]["source"])
 
