@@ -154,6 +154,9 @@ from autograder._pallas import assert_kernel_structure
 from autograder._pallas_blocks import assert_blocks_in_bounds
 from autograder._pallas_blocks import collect_block_bounds
 from autograder._pallas_program import collect_kernel_facts
+from autograder._pallas_tpu import assert_tpu_blocks
+from autograder._pallas_tpu import collect_tpu_blocks
+from autograder._pallas_tpu import tpu_block_problems
 from autograder._pallas_rules import explain_kernel_structure
 from autograder._pallas import export_program
 

@@ -39,36 +39,11 @@ from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts
                                    program_sides, programs_of)
 from autograder._check import Check, NotAFunction, explainer, run
 from autograder._feedback import call_signature, format_failure
-from autograder._pallas_blocks import assert_blocks_in_bounds
+from autograder._pallas_blocks import _bind, assert_blocks_in_bounds
 from autograder._pallas_program import KERNEL_CALLS
 from autograder._pallas_rules import explain_kernel_structure
 
 # --- exporting ----------------------------------------------------------------------
-
-def _is_array(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype")
-
-
-def _bind(fn: Callable, args: Sequence, kwargs: dict | None):
-    """``(program, arrays, array_kwargs)``: ``fn`` with every non-array argument (block
-    sizes, ``eps``) closed over, so that it is a constant of the program, as
-    ``static_argnums`` would make it; the arrays stay its inputs."""
-    args, kwargs = tuple(args), dict(kwargs or {})
-    positions = [i for i, a in enumerate(args) if _is_array(a)]
-    array_kwargs = {k: v for k, v in kwargs.items() if _is_array(v)}
-    constants = {k: v for k, v in kwargs.items() if k not in array_kwargs}
-
-    def program(*arrays, **more):
-        if not callable(fn):
-            raise NotAFunction(type(fn).__name__ if fn is not None else "None")
-        full = list(args)
-        for i, a in zip(positions, arrays):
-            full[i] = a
-        return fn(*full, **constants, **more)
-
-    program.__name__ = getattr(fn, "__name__", "the function")  # "... is not implemented yet"
-    return program, tuple(args[i] for i in positions), array_kwargs
-
 
 def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
                    name: str | None = None, section: str | None = None):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from autograder._check import Check, explainer, run
+from autograder._check import Check, NotAFunction, explainer, run
 from autograder._feedback import call_signature, format_failure
 
 MAX_STEPS = 4096  # grid points evaluated per kernel
@@ -31,13 +31,8 @@ def collect_block_bounds(fn: Callable, args: Sequence = (), kwargs: dict | None 
 
     import jax
 
-    from autograder._check import call
-    from autograder._pallas import _bind
-
-    program, arrays, array_kwargs = _bind(fn, args, kwargs)
-    closed = jax.make_jaxpr(lambda *a, **k: call(program, a, k))(*arrays, **array_kwargs)
     found, kernels = [], 0
-    for eqn in _pallas_eqns(closed.jaxpr):
+    for eqn in pallas_equations(fn, args, kwargs):
         kernels += 1
         gm = eqn.params["grid_mapping"]
         if gm.num_index_operands or gm.num_dynamic_grid_bounds:
@@ -51,11 +46,8 @@ def collect_block_bounds(fn: Callable, args: Sequence = (), kwargs: dict | None 
                 index = jax.core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts,
                                             *[jax.numpy.int32(s) for s in step])
                 for axis, (idx, dim, block) in enumerate(zip(index, shape, bm.block_shape)):
-                    size = getattr(block, "block_size", None)
-                    kind = type(block).__name__
-                    if kind == "Squeezed" or block is None:
-                        size = 1
-                    if not isinstance(size, int) or size <= 0:
+                    size = block_size(block)
+                    if type(block).__name__ in ("Element", "BoundedSlice") or size <= 0:
                         continue  # Element / Bounded blocks index elements: not judged
                     blocks = -(-int(dim) // size)
                     if not 0 <= int(idx) < blocks and len(found) < MAX_FOUND:
@@ -64,6 +56,52 @@ def collect_block_bounds(fn: Callable, args: Sequence = (), kwargs: dict | None 
                                       "step": list(step), "axis": axis, "index": int(idx),
                                       "blocks": blocks, "block": size, "dim": int(dim)})
     return {"kernels": kernels, "out_of_range": found}
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _bind(fn: Callable, args: Sequence, kwargs: dict | None):
+    """``(program, arrays, array_kwargs)``: ``fn`` with every non-array argument (block
+    sizes, ``eps``) closed over, so that it is a constant of the program, as
+    ``static_argnums`` would make it; the arrays stay its inputs."""
+    args, kwargs = tuple(args), dict(kwargs or {})
+    positions = [i for i, a in enumerate(args) if _is_array(a)]
+    array_kwargs = {k: v for k, v in kwargs.items() if _is_array(v)}
+    constants = {k: v for k, v in kwargs.items() if k not in array_kwargs}
+
+    def program(*arrays, **more):
+        if not callable(fn):
+            raise NotAFunction(type(fn).__name__ if fn is not None else "None")
+        full = list(args)
+        for i, a in zip(positions, arrays):
+            full[i] = a
+        return fn(*full, **constants, **more)
+
+    program.__name__ = getattr(fn, "__name__", "the function")  # "... is not implemented yet"
+    return program, tuple(args[i] for i in positions), array_kwargs
+
+
+def pallas_equations(fn: Callable, args: Sequence = (), kwargs: dict | None = None) -> list:
+    """The ``pallas_call`` equations of ``fn`` traced at these inputs (non-array
+    arguments closed over, as :func:`autograder._pallas.export_program` does, with :func:`_bind`)."""
+    import jax
+
+    from autograder._check import call
+
+    program, arrays, array_kwargs = _bind(fn, args, kwargs)
+    closed = jax.make_jaxpr(lambda *a, **k: call(program, a, k))(*arrays, **array_kwargs)
+    return list(_pallas_eqns(closed.jaxpr))
+
+
+def block_size(block) -> int:
+    """The length of one block dimension: a squeezed (``None``) dimension counts as 1,
+    as Pallas counts it (``pallas_core._get_block_dim_size``); -1 where it has none."""
+    if block is None or type(block).__name__ == "Squeezed":
+        return 1
+    size = getattr(block, "block_size", block)
+    return int(size) if isinstance(size, int) else -1
 
 
 def _pallas_eqns(jaxpr):
