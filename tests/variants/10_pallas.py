@@ -7,6 +7,23 @@ outside it, a block size ignored, two passes): the structure checks read those f
 the exported program.
 """
 
+# The kernels and custom_vjp of two silu_vjp answers that differ only in how their
+# `call(kernel, *arrays)` cuts x into blocks (rows of 128 lanes; 1-D blocks of 100).
+_SILU_VJP_KERNELS = (
+    "    def forward_kernel(x_ref, o_ref):\n"
+    "        v = x_ref[...]\n"
+    "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
+    "    def backward_kernel(x_ref, g_ref, o_ref):\n"
+    "        v = x_ref[...]\n"
+    "        s = jax.nn.sigmoid(v)\n"
+    "        o_ref[...] = g_ref[...] * (s + v * s * (1.0 - s))\n"
+    "    @jax.custom_vjp\n"
+    "    def f(v):\n"
+    "        return call(forward_kernel, v)\n"
+    "    f.defvjp(lambda v: (call(forward_kernel, v), v),\n"
+    "             lambda v, g: (call(backward_kernel, v, g),))\n"
+    "    return f(x)\n")
+
 VARIANTS = {
     "10_pallas_block_ids": {
         "correct": [
@@ -709,11 +726,12 @@ VARIANTS = {
             "                               interpret=INTERPRET)(v, s, g),)\n"
             "    f.defvjp(f_fwd, f_bwd)\n"
             "    return f(x)\n",
-            # The custom_vjp function at the top of the cell; silu_vjp applies it.
+            # The custom_vjp function at the top of the cell; silu_vjp applies it. Blocks of
+            # 1024, a multiple of 8 x 128 (a TPU accepts it).
             "def _silu_call(kernel, *arrays):\n"
-            "    spec = pl.BlockSpec((64,), lambda i: (i,))\n"
+            "    spec = pl.BlockSpec((1024,), lambda i: (i,))\n"
             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
-            "                          grid=(pl.cdiv(arrays[0].shape[0], 64),),\n"
+            "                          grid=(pl.cdiv(arrays[0].shape[0], 1024),),\n"
             "                          in_specs=[spec] * len(arrays), out_specs=spec,\n"
             "                          interpret=INTERPRET)(*arrays)\n"
             "\n"
@@ -735,8 +753,29 @@ VARIANTS = {
             "\n"
             "def silu_vjp(x):\n"
             "    return _silu_custom(x)\n",
+            # x padded to rows of 128 lanes, in (8, 128) tiles: only layout work outside.
+            "def silu_vjp(x):\n"
+            "    n = x.shape[0]\n"
+            "    rows = pl.cdiv(n, 128)\n"
+            "    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))\n"
+            "    def call(kernel, *arrays):\n"
+            "        tiles = [jnp.pad(a, (0, rows * 128 - n)).reshape(rows, 128) for a in arrays]\n"
+            "        out = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((rows, 128), x.dtype),\n"
+            "                             grid=(pl.cdiv(rows, 8),), in_specs=[spec] * len(tiles),\n"
+            "                             out_specs=spec, interpret=INTERPRET)(*tiles)\n"
+            "        return out.reshape(-1)[:n]\n"
+            + _SILU_VJP_KERNELS,
         ],
         "wrong": [
+            ("1-D blocks of 100: right values and kernels, but a block a TPU refuses",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((100,), lambda i: (i,))\n"
+             "    def call(kernel, *arrays):\n"
+             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                              grid=(pl.cdiv(x.shape[0], 100),),\n"
+             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
+             "                              interpret=INTERPRET)(*arrays)\n"
+             + _SILU_VJP_KERNELS),
             ("no custom_vjp: jax.grad cannot differentiate a pallas_call",
              "def silu_vjp(x):\n"
              "    def kernel(x_ref, o_ref):\n"
