@@ -1,0 +1,114 @@
+"""The import graph of the project's packages: layers point down, no circles (issue 32).
+
+Read from the source with ``ast`` (every ``import`` and ``from ... import``, at module
+level or inside a function: a deferred import is still a dependency; imports under
+``if TYPE_CHECKING:`` are not). Layers, lowest first: ``autograder`` (the student-side
+check library, which runs next to student code) and ``course`` (the notebooks' helpers)
+never import ``grader`` (the host-side pipeline).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("autograder", "course", "grader")
+# Known arrows that close a circle, kept until the check library is split into
+# packages (issue 32): the core imports the package to register every explainer, and
+# the artifact facts lazily.
+KNOWN = {("autograder._check", "autograder"), ("autograder._check", "autograder._artifacts")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project's modules it imports."""
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skipped = {id(n) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for n in ast.walk(node)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+                # `from package import submodule` depends on the submodule.
+                found |= set(subs) if len(subs) == len(node.names) else {base, *subs}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    graph = import_graph()
+    for a, b in KNOWN:
+        assert b in graph[a], f"{a} no longer imports {b}: drop it from KNOWN"
+        graph[a] = graph[a] - {b}
+    assert circles(graph) == [], "import circles (a module reaches itself through these)"
+
+
+# `python -m autograder ...` is the instructor's command line: its entry point hands over
+# to the grader, and no library module imports it.
+ENTRY_POINTS = {"autograder.__main__"}
+
+
+def test_lower_layers_never_import_the_grader():
+    graph = import_graph()
+    upward = sorted((a, b) for a, targets in graph.items() for b in targets
+                    if not a.startswith("grader") and a not in ENTRY_POINTS
+                    and b.split(".")[0] == "grader")
+    assert not any(a in ENTRY_POINTS for targets in graph.values() for a in targets)
+    assert upward == []
+    assert not any(b.startswith("autograder") for b in graph["course"]), \
+        "course (the notebooks' helpers) does not need the check library"
+
+
+def test_the_graph_reader_finds_circles_and_arrows():
+    graph = import_graph()
+    assert "grader.notebook" in graph["grader.runner"]
+    assert "autograder._check" in graph["autograder._numeric"]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
