@@ -545,3 +545,29 @@ def test_the_same_maths_under_other_op_names_outside_the_kernel_fails():
     assert "outside the kernel" in message and "only data movement outside" in message
     # Named ops keep their own message; without not_outside nothing outside is judged.
     assert_kernel_structure(softmax_renamed_outside, (x, 8), kernels=1, steps=2)
+
+
+def test_a_compiled_kernel_is_judged_in_interpret_mode_where_jax_runs_on_an_accelerator(
+        monkeypatch):
+    # On a TPU, `interpret=INTERPRET` is False and a kernel compiles to one opaque
+    # tpu_custom_call, which the structure rules cannot read (all 8 exercises of module
+    # 10 failed there). The check switches the traced kernels to interpret mode and
+    # judges them on the CPU. Faked by the backend's name: on this CPU a kernel with
+    # interpret=False cannot even be exported, so only the switch can make it pass.
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.sin(x_ref[...]) * 2.0
+
+    def compiled(x):
+        spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(x.shape[0] // 8,), in_specs=[spec], out_specs=spec,
+                              interpret=False)(x)
+
+    x = jnp.ones((24, 128))
+    with pytest.raises(CheckFailure):  # the CPU: the compiled kernel is not judged
+        assert_kernel_structure(compiled, (x,), steps=3)
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert_kernel_structure(jax.jit(compiled), (x,), steps=3, grid=[3],
+                            blocks=[(8, 128), (8, 128)], inside=["sine"])
+    with pytest.raises(CheckFailure, match="grid"):
+        assert_kernel_structure(compiled, (x,), grid=[6])
