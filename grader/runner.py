@@ -76,6 +76,55 @@ def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = 
     return nb
 
 
+def time_phases(executed, rebuilt: dict, started: float, ended: float) -> dict[str, float]:
+    """Where a sandbox run's seconds went, from nbclient's timestamps of each cell:
+    ``start`` (the sandbox, Python and the kernel, up to the first cell), ``setup`` (the
+    first code cell: importing JAX and the check library), ``lessons``, ``solutions``
+    (the student's cells), ``checks`` (test cells: the student's code under test, and
+    the recording) and ``end`` (writing the results out, stopping). ``started`` and
+    ``ended`` are ``time.time()`` around the run.
+
+    Read from the executed notebook, which the student's kernel could rewrite: for
+    ``make bench`` only, never for a grade. Cells without timestamps count nothing.
+
+    >>> cells = [{"cell_type": "code", "metadata": {"execution": {
+    ...     "iopub.execute_input": "2026-01-01T00:00:01Z",
+    ...     "shell.execute_reply": "2026-01-01T00:00:03.5Z"}}}]
+    >>> import datetime
+    >>> t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
+    >>> time_phases({"cells": cells}, {"cells": cells}, t0, t0 + 4.0)
+    {'start': 1.0, 'setup': 2.5, 'lessons': 0.0, 'solutions': 0.0, 'checks': 0.0, 'end': 0.5}
+    """
+    import datetime
+
+    phases = dict.fromkeys(("start", "setup", "lessons", "solutions", "checks"), 0.0)
+    cells = executed.get("cells") if isinstance(executed, dict) else None
+    first_code = next((i for i, c in enumerate(rebuilt["cells"])
+                       if c.get("cell_type") == "code"), None)
+    first_input, last_reply = None, None
+    for i, cell in enumerate(cells if isinstance(cells, list) else []):
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        stamps = meta.get("execution") if isinstance(meta, dict) else None
+        if i >= len(rebuilt["cells"]) or not isinstance(stamps, dict):
+            continue
+        try:
+            begin = datetime.datetime.fromisoformat(stamps["iopub.execute_input"]).timestamp()
+            end = datetime.datetime.fromisoformat(stamps["shell.execute_reply"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            continue
+        source = rebuilt["cells"][i]
+        kind = ("setup" if i == first_code else "checks" if _nb.is_test(source)
+                else "solutions" if _nb.is_solution(source) else "lessons")
+        phases[kind] += max(0.0, end - begin)
+        first_input = begin if first_input is None else min(first_input, begin)
+        last_reply = end if last_reply is None else max(last_reply, end)
+    if first_input is not None:
+        phases["start"] = max(0.0, first_input - started)
+    phases["end"] = max(0.0, ended - (last_reply if last_reply is not None else started)
+                        - (0.0 if last_reply is not None else phases["start"]))
+    return {k: round(v, 3) for k, v in phases.items()}
+
+
 def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student",
                 cache: Path | None = None, cache_writable: bool = False, max_runs: int = 5,
                 text_limit: int = 100_000, seed: int | None = None) -> dict:
@@ -97,12 +146,16 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
     runs, peak, capped = 0, None, False
     result = None
     deadline = started + 2 * limits.notebook_timeout
+    rerun_s, phases = 0.0, {}
     while True:
         runs += 1
         nb = sandbox_notebook(rebuilt, role, skipped, skipped_tests, text_limit=text_limit,
-                                  seed=seed)
+                              seed=seed)
+        wall = time.time()
         result = _sandbox.run_notebook(nb, limits=limits, collect=_nb.result_files(tests),
                                        cache=cache, cache_writable=cache_writable)
+        rerun_s += sum(phases.values())  # the runs before this one
+        phases = time_phases(result.notebook, rebuilt, wall, time.time())
         peak = max(filter(None, [peak, result.peak_memory_mb]), default=None)
         capped = capped or result.output_capped
         if not result.failure:
@@ -140,6 +193,7 @@ def run_rebuilt(rebuilt: dict, limits: _sandbox.Limits, *, role: str = "student"
         "isolation": result.isolation if result else _sandbox.isolation(),
         "runs": runs,
         "seconds": time.monotonic() - started,
+        "phases": {**phases, "reruns": round(rerun_s, 3)},
         "peak_memory_mb": peak,
         "output_capped": capped,
     }

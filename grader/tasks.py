@@ -146,6 +146,8 @@ def judge_task(batch: JudgeBatch) -> list[dict]:
     judged = time.monotonic() - start
     for run in runs:
         run["seconds"] += judged  # each waited for the whole judge run
+        for bundle in run["bundles"].values():  # its share of the judge's time (make bench)
+            bundle["phases"] = {**bundle.get("phases", {}), "judge": round(judged / len(runs), 3)}
     return runs
 
 

@@ -86,6 +86,16 @@ def test_demo_grades_the_sample_class(tmp_path):
     assert ledger["dee"]["status"] == "attention" and ledger["ada"]["status"] == "graded"
     # It ends with the instructor's report, whose figures are the gradebook's.
     check_demo_report(out, proc.stdout)
+    # Each judged bundle says where its time went (make bench prints the means): the
+    # sandbox's start, the imports, the student's cells, the checks, the judge.
+    from grader.tools.bench_grading import phases
+
+    bundle = json.loads((out / "autograded/.grading/01_grad/bundles/ada/01_grad.json").read_text())
+    spent = bundle["phases"]
+    assert spent["start"] > 0.2 and spent["setup"] > 0.5 and spent["checks"] > 0.5, spent
+    assert spent["judge"] > 0 and spent["reruns"] == 0
+    assert sum(v for k, v in spent.items() if k != "judge") <= bundle["seconds"] + 0.5
+    assert set(phases(out, "01_grad")) == set(spent)
 
 
 @pytest.mark.notebook

@@ -122,12 +122,38 @@ def pipeline(tmp: Path, assignment: str, size: int, *, workers: int | None,
     wall = time.perf_counter() - start
     peaks = [o.peak_memory_mb for o in outcomes.values() if o.peak_memory_mb]
     return {"wall_s": wall, "workers": workers, "scheduler": bool(scheduler),
+            "phases_s": phases(course, assignment),
             "latency_s": _stats([o.seconds for o in outcomes.values() if o.reason != "malformed"]),
             "peak_sandbox_mb": max(peaks) if peaks else None,
             "grader_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "scores": {s: o.score for s, o in outcomes.items() if o.score is not None},
             "attention": {s: o.reason for s, o in outcomes.items() if o.status != "graded"},
             "isolation": sorted({o.isolation for o in outcomes.values() if o.isolation})}
+
+
+PHASES = ("start", "setup", "lessons", "solutions", "checks", "end", "reruns", "judge")
+
+
+def phases(course: Path, assignment: str) -> dict[str, float]:
+    """Where a graded submission's time went, the mean over the class's judged bundles
+    (``grader.runner.time_phases``, plus its share of the judge): sandbox and kernel
+    start, the setup cell (imports), lessons, the student's cells, the checks (JAX's
+    compilations happen inside these cells), writing out, runs again after a crash or a
+    hang, and judging the programs outside."""
+    import json
+
+    from grader.ledger import grading_dir
+
+    rows = []
+    for path in sorted((grading_dir(course, assignment) / "bundles").glob("*/*.json")):
+        try:
+            found = json.loads(path.read_text()).get("phases")
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict):
+            rows.append(found)
+    return {k: round(statistics.fmean(float(r.get(k, 0.0)) for r in rows), 2)
+            for k in PHASES} if rows else {}
 
 
 def _stats(values: list[float]) -> dict:
@@ -154,6 +180,9 @@ def throughput(assignment: str, size: int) -> dict:
           f" / pipeline {fast['latency_s'].get('median')} s   peak MB plain "
           f"{base['peak_rss_mb']:.0f} / sandbox {fast['peak_sandbox_mb'] or 0:.0f}   "
           f"honest mismatches {len(mismatches)}")
+    if fast["phases_s"]:
+        print(f"{'':16s} where a submission's time goes (mean s): " + ", ".join(
+            f"{k} {v:.2f}" for k, v in fast["phases_s"].items()))
     return row
 
 
