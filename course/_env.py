@@ -23,6 +23,7 @@ class EnvironmentReport:
     cpu_cores: int | None
     x64: bool
     matmul_precision: str = "default"
+    sharding: str = ""  # where the sharding chapter's meshes live, on an accelerator host
 
     def lines(self) -> list[str]:
         shown = ", ".join(self.devices[:4]) + (" ..." if len(self.devices) > 4 else "")
@@ -32,6 +33,8 @@ class EnvironmentReport:
             f"backend  {self.backend}: {self.device_count} device(s): {shown}",
             f"host     {self.cpu_cores} CPU core(s), x64 {'on' if self.x64 else 'off'}",
         ]
+        if self.sharding:
+            lines.append(f"sharding {self.sharding}")
         if self.matmul_precision != "default":
             lines.append(f"matmul   float32 products at {self.matmul_precision!r} precision "
                          "(the course compares values with a CPU's)")
@@ -115,6 +118,8 @@ def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = T
     import jax.extend.core  # noqa: F401
 
     facts = dataclasses.asdict(environment_report())
+    if facts["backend"] != "cpu":
+        facts["sharding"] = sharding_devices(facts["backend"], facts["device_count"])
     if matmul_precision is not None and facts["backend"] != "cpu":
         jax.config.update("jax_default_matmul_precision", matmul_precision)
         facts["matmul_precision"] = matmul_precision
@@ -122,6 +127,22 @@ def setup(cpu_devices: int | None = DEFAULT_CPU_DEVICES, *, typed_keys: bool = T
     if not quiet:
         print(report)
     return report
+
+
+def sharding_devices(backend: str, count: int) -> str:
+    """Where the sharding chapter's meshes live on a GPU or TPU host, as one line: the
+    accelerators where there are two or more, else the simulated CPU devices (the same
+    choice as ``autograder.collect_sharding_devices``)."""
+    import jax
+
+    if count >= 2:
+        return f"meshes of the {count} {backend} devices"
+    try:
+        cpus = len(jax.devices("cpu"))
+    except RuntimeError:
+        return f"only 1 {backend} device and no CPU backend: the sharding chapter cannot run"
+    return (f"meshes of the {cpus} simulated CPU devices (this host has 1 {backend} "
+            "device; sharding needs several)")
 
 
 def environment_report() -> EnvironmentReport:

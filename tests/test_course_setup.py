@@ -20,6 +20,7 @@ def precision_restored():
 def test_on_the_cpu_matmul_precision_is_left_alone(precision_restored, capsys):
     report = course.setup()
     assert report.backend == "cpu" and report.matmul_precision == "default"
+    assert report.sharding == ""  # the device line already names the CPU devices
     assert jax.config.jax_default_matmul_precision is None
     assert "matmul" not in capsys.readouterr().out
 
@@ -32,7 +33,12 @@ def test_on_an_accelerator_float32_products_run_at_highest_precision(
     report = course.setup()
     assert report.matmul_precision == "highest"
     assert jax.config.jax_default_matmul_precision == "highest"
-    assert "matmul   float32 products at 'highest' precision" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "matmul   float32 products at 'highest' precision" in out
+    # One TPU: the sharding chapter runs on the simulated CPU devices, and says so.
+    assert report.sharding == (f"meshes of the {len(jax.devices('cpu'))} simulated CPU "
+                               "devices (this host has 1 tpu device; sharding needs several)")
+    assert "sharding meshes of the" in out
     jax.config.update("jax_default_matmul_precision", None)
     course.setup(matmul_precision=None, quiet=True)  # the course's default can be declined
     assert jax.config.jax_default_matmul_precision is None
@@ -52,3 +58,8 @@ def test_float32_tolerances_have_a_floor_only_where_jax_computes_on_an_accelerat
     assert collect_tree_mismatches(got, ref, rtol=1e-5) == []
     assert collect_tree_mismatches(np.float32([0.061]), ref, rtol=1e-5)  # 1.7 %: still wrong
     assert collect_tree_mismatches(np.float64([0.0600098]), np.float64([0.06]), rtol=1e-5)
+
+
+def test_the_sharding_line_names_the_accelerators_where_there_are_several():
+    assert _env.sharding_devices("tpu", 8) == "meshes of the 8 tpu devices"
+    assert "simulated CPU devices" in _env.sharding_devices("gpu", 1)
