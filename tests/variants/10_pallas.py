@@ -24,6 +24,281 @@ _SILU_VJP_KERNELS = (
     "             lambda v, g: (call(backward_kernel, v, g),))\n"
     "    return f(x)\n")
 
+# The grid and blocks of softmax_weighted_sum (exercise 9), as the statement asks them.
+_SWS_GRID = (
+    "        grid=(pl.cdiv(m, bm), n // bn),\n"
+    "        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+    "                  pl.BlockSpec((bn, d), lambda i, j: (j, 0))],\n"
+    "        out_specs=pl.BlockSpec((bm, d), lambda i, j: (i, 0)),\n")
+
+# The kernel call shared by the softmax_weighted_sum answers below that keep their running
+# state in scratch (the maximum and the sum as (bm, 1) columns, the weighted sum as (bm, d)).
+_SWS_CALL = (
+    "    (m, n), d = s.shape, v.shape[1]\n"
+    "    return pl.pallas_call(\n"
+    "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+    + _SWS_GRID
+    + "        scratch_shapes=[pltpu.VMEM((bm, 1), jnp.float32), pltpu.VMEM((bm, 1), jnp.float32),\n"
+    "                        pltpu.VMEM((bm, d), jnp.float32)],\n"
+    "        interpret=INTERPRET)(s, v)\n")
+
+
+# The update of a correct answer: the running state rescaled to the new maximum.
+_SWS_UPDATE = (
+    "        new_max = jnp.maximum(max_ref[...], jnp.max(scores, axis=1, keepdims=True))\n"
+    "        rescale = jnp.exp(max_ref[...] - new_max)\n"
+    "        weights = jnp.exp(scores - new_max)\n"
+    "        sum_ref[...] = sum_ref[...] * rescale + jnp.sum(weights, axis=1, keepdims=True)\n"
+    "        acc_ref[...] = acc_ref[...] * rescale + jnp.dot(weights, v_ref[...])\n"
+    "        max_ref[...] = new_max\n")
+
+
+def _sws(update: str, axis: int = 1, call: str = _SWS_CALL) -> str:
+    """A softmax_weighted_sum answer whose kernel initializes the running state on the
+    first step along grid axis `axis`, runs `update` (8-space indented, names: scores,
+    v_ref, max_ref, sum_ref, acc_ref), writes acc / sum on the last step, and ends with
+    `call`."""
+    return ("def softmax_weighted_sum(s, v, bm, bn):\n"
+            "    def kernel(s_ref, v_ref, o_ref, max_ref, sum_ref, acc_ref):\n"
+            f"        j = pl.program_id({axis})\n"
+            "        @pl.when(j == 0)\n"
+            "        def _init():\n"
+            "            max_ref[...] = jnp.full(max_ref.shape, -jnp.inf, jnp.float32)\n"
+            "            sum_ref[...] = jnp.zeros_like(sum_ref)\n"
+            "            acc_ref[...] = jnp.zeros_like(acc_ref)\n"
+            "        scores = s_ref[...]\n"
+            + update +
+            f"        @pl.when(j == pl.num_programs({axis}) - 1)\n"
+            "        def _write():\n"
+            "            o_ref[...] = acc_ref[...] / sum_ref[...]\n"
+            + call)
+
+
+_SOFTMAX_WEIGHTED_SUM = {
+    "correct": [
+        # The running state replicated across 128 lanes, as Pallas's TPU flash attention
+        # keeps it; the rescale factor named alpha; division as a multiplication.
+        "def softmax_weighted_sum(s, v, bm, bn):\n"
+        "    def kernel(s_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):\n"
+        "        @pl.when(pl.program_id(1) == 0)\n"
+        "        def _():\n"
+        "            m_ref[...] = jnp.full(m_ref.shape, -1e30, jnp.float32)\n"
+        "            l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)\n"
+        "            acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)\n"
+        "        x = s_ref[...]\n"
+        "        m_prev = m_ref[:, :1]\n"
+        "        m_cur = jnp.max(x, axis=-1, keepdims=True)\n"
+        "        m_next = jnp.maximum(m_prev, m_cur)\n"
+        "        alpha = jnp.exp(m_prev - m_next)\n"
+        "        p = jnp.exp(x - m_next)\n"
+        "        l_next = alpha * l_ref[:, :1] + p.sum(axis=-1, keepdims=True)\n"
+        "        acc_ref[...] = alpha * acc_ref[...] + p @ v_ref[...]\n"
+        "        m_ref[...] = jnp.broadcast_to(m_next, m_ref.shape)\n"
+        "        l_ref[...] = jnp.broadcast_to(l_next, l_ref.shape)\n"
+        "        @pl.when(pl.program_id(1) == pl.num_programs(1) - 1)\n"
+        "        def _():\n"
+        "            o_ref[...] = acc_ref[...] * (1.0 / l_ref[:, :1])\n"
+        "    m, n = s.shape\n"
+        "    d = v.shape[1]\n"
+        "    return pl.pallas_call(\n"
+        "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+        + _SWS_GRID
+        + "        scratch_shapes=[pltpu.VMEM((bm, 128), jnp.float32),\n"
+        "                        pltpu.VMEM((bm, 128), jnp.float32),\n"
+        "                        pltpu.VMEM((bm, d), jnp.float32)],\n"
+        "        compiler_params=pltpu.CompilerParams(\n"
+        "            dimension_semantics=(\"parallel\", \"arbitrary\")),\n"
+        "        interpret=INTERPRET)(s, v)\n",
+        # The output block itself always holds the normalized partial result: each step
+        # reweights it by old_sum * rescale / new_sum; no division at the end.
+        "def softmax_weighted_sum(s, v, bm, bn):\n"
+        "    def kernel(s_ref, v_ref, o_ref, max_ref, sum_ref):\n"
+        "        first = pl.program_id(1) == 0\n"
+        "        x = s_ref[...]\n"
+        "        block_max = jnp.max(x, axis=1, keepdims=True)\n"
+        "        old_max = jnp.where(first, block_max, max_ref[...])\n"
+        "        old_sum = jnp.where(first, 0.0, sum_ref[...])\n"
+        "        old_out = jnp.where(first, 0.0, o_ref[...])\n"
+        "        new_max = jnp.maximum(old_max, block_max)\n"
+        "        w = jnp.exp(x - new_max)\n"
+        "        kept = old_sum * jnp.exp(old_max - new_max)\n"
+        "        new_sum = kept + jnp.sum(w, axis=1, keepdims=True)\n"
+        "        o_ref[...] = (old_out * kept + jax.lax.dot(w, v_ref[...])) / new_sum\n"
+        "        max_ref[...] = new_max\n"
+        "        sum_ref[...] = new_sum\n"
+        "    m, n = s.shape\n"
+        "    d = v.shape[1]\n"
+        "    return pl.pallas_call(\n"
+        "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+        + _SWS_GRID
+        + "        scratch_shapes=[pltpu.VMEM((bm, 1), jnp.float32)] * 2,\n"
+        "        interpret=INTERPRET)(s, v)\n",
+        # The first block initializes the state from itself (no -inf), later blocks update
+        # it: two pl.when branches; the grid and specs in a pl.GridSpec.
+        "def softmax_weighted_sum(s, v, bm, bn):\n"
+        "    def kernel(s_ref, v_ref, o_ref, mx, sm, acc):\n"
+        "        j = pl.program_id(1)\n"
+        "        x = s_ref[...]\n"
+        "        @pl.when(j == 0)\n"
+        "        def _first():\n"
+        "            mx[...] = jnp.max(x, axis=1, keepdims=True)\n"
+        "            e = jnp.exp(x - mx[...])\n"
+        "            sm[...] = jnp.sum(e, axis=1, keepdims=True)\n"
+        "            acc[...] = jnp.dot(e, v_ref[...], preferred_element_type=jnp.float32)\n"
+        "        @pl.when(j > 0)\n"
+        "        def _next():\n"
+        "            new = jnp.maximum(mx[...], jnp.max(x, axis=1, keepdims=True))\n"
+        "            c = jnp.exp(mx[...] - new)\n"
+        "            e = jnp.exp(x - new)\n"
+        "            sm[...] = c * sm[...] + jnp.sum(e, axis=1, keepdims=True)\n"
+        "            acc[...] = c * acc[...] + jnp.dot(e, v_ref[...], preferred_element_type=jnp.float32)\n"
+        "            mx[...] = new\n"
+        "        @pl.when(j == pl.num_programs(1) - 1)\n"
+        "        def _out():\n"
+        "            o_ref[...] = acc[...] / sm[...]\n"
+        "    m, n = s.shape\n"
+        "    d = v.shape[1]\n"
+        "    spec = pl.GridSpec(grid=(pl.cdiv(m, bm), n // bn),\n"
+        "                       in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+        "                                 pl.BlockSpec((bn, d), lambda i, j: (j, 0))],\n"
+        "                       out_specs=pl.BlockSpec((bm, d), lambda i, j: (i, 0)),\n"
+        "                       scratch_shapes=[pltpu.VMEM((bm, 1), jnp.float32),\n"
+        "                                       pltpu.VMEM((bm, 1), jnp.float32),\n"
+        "                                       pltpu.VMEM((bm, d), jnp.float32)])\n"
+        "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+        "                          grid_spec=spec, interpret=INTERPRET)(s, v)\n",
+    ],
+    "wrong": [
+        ("the running sum is not rescaled when the maximum grows",
+         _sws("        new_max = jnp.maximum(max_ref[...], jnp.max(scores, axis=1, keepdims=True))\n"
+              "        rescale = jnp.exp(max_ref[...] - new_max)\n"
+              "        weights = jnp.exp(scores - new_max)\n"
+              "        sum_ref[...] = sum_ref[...] + jnp.sum(weights, axis=1, keepdims=True)\n"
+              "        acc_ref[...] = acc_ref[...] * rescale + jnp.dot(weights, v_ref[...])\n"
+              "        max_ref[...] = new_max\n")),
+        ("the weighted sum is not rescaled when the maximum grows",
+         _sws("        new_max = jnp.maximum(max_ref[...], jnp.max(scores, axis=1, keepdims=True))\n"
+              "        rescale = jnp.exp(max_ref[...] - new_max)\n"
+              "        weights = jnp.exp(scores - new_max)\n"
+              "        sum_ref[...] = sum_ref[...] * rescale + jnp.sum(weights, axis=1, keepdims=True)\n"
+              "        acc_ref[...] = acc_ref[...] + jnp.dot(weights, v_ref[...])\n"
+              "        max_ref[...] = new_max\n")),
+        ("the maximum is not carried: each block is shifted by its own maximum, and "
+         "exp(old - new) overflows when a later block is much smaller",
+         _sws("        new_max = jnp.max(scores, axis=1, keepdims=True)\n"
+              "        rescale = jnp.exp(max_ref[...] - new_max)\n"
+              "        weights = jnp.exp(scores - new_max)\n"
+              "        sum_ref[...] = sum_ref[...] * rescale + jnp.sum(weights, axis=1, keepdims=True)\n"
+              "        acc_ref[...] = acc_ref[...] * rescale + jnp.dot(weights, v_ref[...])\n"
+              "        max_ref[...] = new_max\n")),
+        ("no maximum subtracted at all: exp overflows for scores of 1e4",
+         _sws("        weights = jnp.exp(scores)\n"
+              "        sum_ref[...] = sum_ref[...] + jnp.sum(weights, axis=1, keepdims=True)\n"
+              "        acc_ref[...] = acc_ref[...] + jnp.dot(weights, v_ref[...])\n")),
+        ("each block's weighted sum normalized by its own sum: an average of block averages",
+         _sws("        new_max = jnp.maximum(max_ref[...], jnp.max(scores, axis=1, keepdims=True))\n"
+              "        weights = jnp.exp(scores - new_max)\n"
+              "        sum_ref[...] = jnp.ones_like(sum_ref) * pl.num_programs(1)\n"
+              "        acc_ref[...] += jnp.dot(weights, v_ref[...]) / jnp.sum(weights, axis=1, keepdims=True)\n"
+              "        max_ref[...] = new_max\n")),
+        ("two passes over each row: its maximum computed outside the kernel with jnp",
+         "def softmax_weighted_sum(s, v, bm, bn):\n"
+         "    def kernel(s_ref, mx_ref, v_ref, o_ref, sum_ref, acc_ref):\n"
+         "        @pl.when(pl.program_id(1) == 0)\n"
+         "        def _init():\n"
+         "            sum_ref[...] = jnp.zeros_like(sum_ref)\n"
+         "            acc_ref[...] = jnp.zeros_like(acc_ref)\n"
+         "        w = jnp.exp(s_ref[...] - mx_ref[...])\n"
+         "        sum_ref[...] += jnp.sum(w, axis=1, keepdims=True)\n"
+         "        acc_ref[...] += jnp.dot(w, v_ref[...])\n"
+         "        @pl.when(pl.program_id(1) == pl.num_programs(1) - 1)\n"
+         "        def _write():\n"
+         "            o_ref[...] = acc_ref[...] / sum_ref[...]\n"
+         "    (m, n), d = s.shape, v.shape[1]\n"
+         "    row_max = jnp.max(s, axis=1, keepdims=True)\n"
+         "    return pl.pallas_call(\n"
+         "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+         "        grid=(pl.cdiv(m, bm), n // bn),\n"
+         "        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+         "                  pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),\n"
+         "                  pl.BlockSpec((bn, d), lambda i, j: (j, 0))],\n"
+         "        out_specs=pl.BlockSpec((bm, d), lambda i, j: (i, 0)),\n"
+         "        scratch_shapes=[pltpu.VMEM((bm, 1), jnp.float32), pltpu.VMEM((bm, d), jnp.float32)],\n"
+         "        interpret=INTERPRET)(s, row_max, v)\n"),
+        ("the softmax computed outside the kernel with jax.nn.softmax; the kernel only "
+         "accumulates the weighted sum",
+         "def softmax_weighted_sum(s, v, bm, bn):\n"
+         "    def kernel(p_ref, v_ref, o_ref):\n"
+         "        @pl.when(pl.program_id(1) == 0)\n"
+         "        def _init():\n"
+         "            o_ref[...] = jnp.zeros_like(o_ref)\n"
+         "        o_ref[...] += jnp.dot(p_ref[...], v_ref[...])\n"
+         "    (m, n), d = s.shape, v.shape[1]\n"
+         "    p = jax.nn.softmax(s, axis=1)\n"
+         "    return pl.pallas_call(\n"
+         "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+         + _SWS_GRID
+         + "        interpret=INTERPRET)(p, v)\n"),
+        ("the running maximum and sum kept in two extra outputs of shape (m,), in (bm,) "
+         "blocks: 1-D blocks of 8 a TPU refuses, and two outputs too many",
+         "def softmax_weighted_sum(s, v, bm, bn):\n"
+         "    def kernel(s_ref, v_ref, o_ref, mx_ref, sm_ref):\n"
+         "        first = pl.program_id(1) == 0\n"
+         "        x = s_ref[...]\n"
+         "        old_max = jnp.where(first, -jnp.inf, mx_ref[...])\n"
+         "        old_sum = jnp.where(first, 0.0, sm_ref[...])\n"
+         "        old_acc = jnp.where(first, 0.0, o_ref[...])\n"
+         "        new_max = jnp.maximum(old_max, jnp.max(x, axis=1))\n"
+         "        c = jnp.exp(old_max - new_max)\n"
+         "        w = jnp.exp(x - new_max[:, None])\n"
+         "        new_sum = old_sum * c + jnp.sum(w, axis=1)\n"
+         "        acc = old_acc * c[:, None] + jnp.dot(w, v_ref[...])\n"
+         "        mx_ref[...] = new_max\n"
+         "        sm_ref[...] = new_sum\n"
+         "        last = pl.program_id(1) == pl.num_programs(1) - 1\n"
+         "        o_ref[...] = jnp.where(last, acc / new_sum[:, None], acc)\n"
+         "    (m, n), d = s.shape, v.shape[1]\n"
+         "    row = pl.BlockSpec((bm,), lambda i, j: (i,))\n"
+         "    col = jax.ShapeDtypeStruct((m,), jnp.float32)\n"
+         "    out, _, _ = pl.pallas_call(\n"
+         "        kernel, out_shape=(jax.ShapeDtypeStruct((m, d), jnp.float32), col, col),\n"
+         "        grid=(pl.cdiv(m, bm), n // bn),\n"
+         "        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+         "                  pl.BlockSpec((bn, d), lambda i, j: (j, 0))],\n"
+         "        out_specs=(pl.BlockSpec((bm, d), lambda i, j: (i, 0)), row, row),\n"
+         "        interpret=INTERPRET)(s, v)\n"
+         "    return out\n"),
+        ("the column axis first in the grid: the scratch state of one row block is "
+         "overwritten by the next before the row is finished",
+         _sws(_SWS_UPDATE, axis=0,
+              call="    (m, n), d = s.shape, v.shape[1]\n"
+                   "    return pl.pallas_call(\n"
+                   "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+                   "        grid=(n // bn, pl.cdiv(m, bm)),\n"
+                   "        in_specs=[pl.BlockSpec((bm, bn), lambda j, i: (i, j)),\n"
+                   "                  pl.BlockSpec((bn, d), lambda j, i: (j, 0))],\n"
+                   "        out_specs=pl.BlockSpec((bm, d), lambda j, i: (i, 0)),\n"
+                   "        scratch_shapes=[pltpu.VMEM((bm, 1), jnp.float32)] * 2\n"
+                   "                       + [pltpu.VMEM((bm, d), jnp.float32)],\n"
+                   "        interpret=INTERPRET)(s, v)\n")),
+        ("bn ignored: whole rows in one block, a one-axis grid (right values, no streaming)",
+         "def softmax_weighted_sum(s, v, bm, bn):\n"
+         "    def kernel(s_ref, v_ref, o_ref):\n"
+         "        x = s_ref[...]\n"
+         "        w = jnp.exp(x - jnp.max(x, axis=1, keepdims=True))\n"
+         "        o_ref[...] = jnp.dot(w, v_ref[...]) / jnp.sum(w, axis=1, keepdims=True)\n"
+         "    (m, n), d = s.shape, v.shape[1]\n"
+         "    return pl.pallas_call(\n"
+         "        kernel, out_shape=jax.ShapeDtypeStruct((m, d), jnp.float32),\n"
+         "        grid=(pl.cdiv(m, bm),),\n"
+         "        in_specs=[pl.BlockSpec((bm, n), lambda i: (i, 0)),\n"
+         "                  pl.BlockSpec((n, d), lambda i: (0, 0))],\n"
+         "        out_specs=pl.BlockSpec((bm, d), lambda i: (i, 0)),\n"
+         "        interpret=INTERPRET)(s, v)\n"),
+    ],
+}
+
+
 VARIANTS = {
     "10_pallas_block_ids": {
         "correct": [
@@ -468,7 +743,7 @@ VARIANTS = {
             "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
             "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
-            "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
+            "                          interpret=INTERPRET)(x, y)\n",
             # The grid and specs bundled in a pl.GridSpec; jnp.matmul for the product.
             "def matmul(x, y, bm, bn, bk):\n"
             "    def kernel(x_ref, y_ref, o_ref):\n"
@@ -483,7 +758,7 @@ VARIANTS = {
             "                                 pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
             "                       out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)))\n"
             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),\n"
-            "                          grid_spec=spec, interpret=INTERPRET_REDUCTION_GRID)(x, y)\n",
+            "                          grid_spec=spec, interpret=INTERPRET)(x, y)\n",
         ],
         "wrong": [
             ("the output block is never zeroed: it starts as NaN (garbage on hardware)",
@@ -497,7 +772,7 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
              "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+             "                          interpret=INTERPRET)(x, y)\n"),
             ("the output block overwritten at each step: only the last k block counts",
              "def matmul(x, y, bm, bn, bk):\n"
              "    def kernel(x_ref, y_ref, o_ref):\n"
@@ -512,7 +787,7 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
              "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+             "                          interpret=INTERPRET)(x, y)\n"),
             ("bk ignored: whole K panels and a 2-D grid (right values, wrong blocks)",
              "def matmul(x, y, bm, bn, bk):\n"
              "    def kernel(x_ref, y_ref, o_ref):\n"
@@ -524,7 +799,7 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, K), lambda i, j: (i, 0)),\n"
              "                                    pl.BlockSpec((K, bn), lambda i, j: (0, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+             "                          interpret=INTERPRET)(x, y)\n"),
             ("x @ y in jnp, then a copy kernel",
              "def matmul(x, y, bm, bn, bk):\n"
              "    def kernel(p_ref, o_ref):\n"
@@ -534,7 +809,7 @@ VARIANTS = {
              "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(p.shape, jnp.float32),\n"
              "                          grid=(pl.cdiv(p.shape[0], bm), pl.cdiv(p.shape[1], bn)),\n"
              "                          in_specs=[spec], out_specs=spec,\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(p)\n"),
+             "                          interpret=INTERPRET)(p)\n"),
             ("the zeroing under pl.when on the last k step instead of the first",
              "def matmul(x, y, bm, bn, bk):\n"
              "    def kernel(x_ref, y_ref, o_ref):\n"
@@ -549,7 +824,7 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
              "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+             "                          interpret=INTERPRET)(x, y)\n"),
             ("the K axis first in the grid: the steps adding into one output block are not "
              "consecutive (right values in interpret mode; undefined on a TPU, where an output "
              "block is kept for the next step only)",
@@ -566,7 +841,7 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, bk), lambda k, i, j: (i, k)),\n"
              "                                    pl.BlockSpec((bk, bn), lambda k, i, j: (k, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda k, i, j: (i, j)),\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+             "                          interpret=INTERPRET)(x, y)\n"),
             ("no pl.when: the output zeroed with jnp.where on the step index",
              "def matmul(x, y, bm, bn, bk):\n"
              "    def kernel(x_ref, y_ref, o_ref):\n"
@@ -579,7 +854,7 @@ VARIANTS = {
              "                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),\n"
              "                                    pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))],\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),\n"
-             "                          interpret=INTERPRET_REDUCTION_GRID)(x, y)\n"),
+             "                          interpret=INTERPRET)(x, y)\n"),
         ],
     },
     "10_pallas_add_rms_norm": {
@@ -895,4 +1170,5 @@ VARIANTS = {
              "    return f(x)\n"),
         ],
     },
+    "10_pallas_softmax_weighted_sum": _SOFTMAX_WEIGHTED_SUM,
 }
