@@ -152,6 +152,14 @@ def test_v2_group_writes_the_limits_and_reads_an_oom_kill(tmp_path):
     (group.path / "memory.peak").write_text(str(256 << 20))
     assert group.stop() == Stop("memory", 256, 256.0, "cgroup-v2")
     assert group.stop().describe() == "stopped at 256 MiB by the cgroup-v2 memory limit of 256 MiB"
+    # Killed by the machine's OOM killer, the group's own limit never reached (`oom` 0):
+    # not the run's limit (a regression make test-hosts showed on a real kernel).
+    (group.path / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 1\n")
+    (group.path / "memory.peak").write_text(str(200 << 20))
+    assert group.stop() == Stop("host", 0, 200.0, "kernel's OOM killer")
+    assert group.stop().describe() == ("killed at 200 MiB by the kernel's OOM killer: the "
+                                       "machine ran out of memory before this run reached "
+                                       "its own limit")
 
 
 def test_v2_peak_is_sampled_where_the_kernel_has_no_memory_peak(tmp_path):
@@ -198,7 +206,7 @@ def test_systemd_scope_command_and_its_group(tmp_path, monkeypatch):
     path = f"/user.slice/user-1000.slice/user@1000.service/app.slice/{unit}"
     scope_dir = mount / path.lstrip("/")
     scope_dir.mkdir(parents=True)
-    (scope_dir / "memory.events").write_text("oom_kill 1\n")
+    (scope_dir / "memory.events").write_text("oom 1\noom_kill 1\n")  # its own limit reached, then a kill
     (scope_dir / "memory.peak").write_text(str(255 << 20))
     answers = iter(["/user.slice/user-1000.slice/session-2.scope", path])
     scope = systemd.SystemdScope("jaxcourse-job-abc", LIMITS, mount=mount,

@@ -45,6 +45,9 @@ class Stop:
         peak = "" if self.peak is None else f"{self.peak:.0f} "
         if self.kind == "tasks":
             return f"stopped at {peak}tasks by the {self.by} task limit of {self.limit:.0f}"
+        if self.kind == "host" and not self.limit:
+            return (f"killed at {peak}MiB by the {self.by}: the machine ran out of memory "
+                    "before this run reached its own limit")
         if self.kind == "host":
             return (f"stopped at {peak}MiB by the {self.by}: the machine's available memory "
                     f"fell below its floor of {self.limit:.0f} MiB")
