@@ -39,11 +39,12 @@ HUB_GROUP ?= jax-xla
 HUB_KEEP_ENV ?=
 HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
 
-.PHONY: help venv lab test release check-release rubric autograde feedback grades report demo bench clean hub hub-clean
+.PHONY: help venv lab test test-hosts release check-release rubric autograde feedback grades report demo bench clean hub hub-clean
 
 help:
 	@echo "Students:    make lab        start JupyterLab on release/ (creates .venv first)"
 	@echo "Everyone:    make test       run the whole test-suite (creates .venv first)"
+	@echo "Sandbox:     make test-hosts the grading sandbox in a Debian 12 guest (qemu; see README)"
 	@echo "Instructors: make release | rubric | autograde | feedback | grades | report | demo"
 	@echo "Course hub:  make hub        (root) JupyterHub for a demo class; make hub-clean removes it"
 	@echo "Assignments: $(ASSIGNMENTS)"
@@ -74,6 +75,20 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	python -m pytest $(PYTEST_ARGS)
+
+# The grading sandbox on a real kernel (README, "Isolation"): builds a Debian 12 guest
+# image (root, mmdebstrap, qemu-system-x86; cached in HOSTS_CACHE, rebuilt when
+# tests/hosts/guest.py's recipe changes), boots it and grades corpus cases there as root
+# (cgroup v2), as an instructor with a systemd session and as one without. Not part of
+# make test. HOSTS_LEVELS="root" and HOSTS_CASES="honest_full bomb_memory" run fewer
+# levels and cases (names: tests/hosts/inside.py, tests/corpus/cases.py);
+# HOSTS_OVERLAY="grader/sandbox/cgroup_v2.py=/tmp/changed.py" tries a file in the guest only.
+HOSTS_CACHE ?= .cache/hosts
+HOSTS_LEVELS ?=
+HOSTS_CASES ?=
+test-hosts: $(STAMP)
+	JAXCOURSE_HOSTS_CACHE=$(abspath $(HOSTS_CACHE)) HOSTS_LEVELS="$(HOSTS_LEVELS)" HOSTS_CASES="$(HOSTS_CASES)" \
+	  python -m pytest tests/hosts -m hosts -p no:cacheprovider --timeout=5400
 
 # release/ is generated from source/ (solutions and hidden tests stripped) and committed.
 release: $(STAMP)
