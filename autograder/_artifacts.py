@@ -146,12 +146,10 @@ def program_devices(platforms) -> list:
     default backend's."""
     import jax
 
-    if list(platforms)[:1] == ["cpu"] and jax.default_backend() != "cpu":
-        try:
-            return list(jax.devices("cpu"))
-        except RuntimeError:  # no CPU backend in this process
-            pass
-    return list(jax.devices())
+    from autograder._numeric import accelerator_cpus
+
+    cpus = accelerator_cpus() if list(platforms)[:1] == ["cpu"] else []
+    return cpus or list(jax.devices())
 
 
 def _is_array(leaf) -> bool:

@@ -165,6 +165,21 @@ def accelerator_floor() -> tuple[float, float] | None:
         return None
 
 
+def accelerator_cpus() -> list:
+    """The CPU devices, where this process's JAX computes on a GPU or TPU and has a CPU
+    backend too; else ``[]`` (a CPU, or no CPU backend). What the checks fall back on
+    for work an accelerator cannot do as a CPU grader does: float64, the simulated
+    devices of the sharding chapter, interpret-mode kernels."""
+    import jax
+
+    if jax.default_backend() == "cpu":
+        return []
+    try:
+        return list(jax.devices("cpu"))
+    except RuntimeError:  # JAX_PLATFORMS without cpu
+        return []
+
+
 def collect_tree_mismatches(got, expected, *, rtol: float = 1e-5, atol: float = 1e-6,
                             dtype: str | None = "kind",
                             values: bool = True) -> list[tuple[str, str, str]]:

@@ -100,14 +100,13 @@ def judged_form(program: Callable, arrays: tuple, array_kwargs: dict):
     kernels, grids and blocks, in the form a CPU grader sees.
     """
     import jax
-
-    if jax.default_backend() == "cpu":
-        return program, arrays, array_kwargs
-    try:
-        cpu = jax.devices("cpu")[0]
-    except RuntimeError:  # no CPU backend in this process: judge what there is
-        return program, arrays, array_kwargs
     from jax.extend.core import jaxpr_as_fun
+
+    from autograder._numeric import accelerator_cpus
+
+    cpus = accelerator_cpus()
+    if not cpus:  # a CPU (or no CPU backend): judge the program as it is
+        return program, arrays, array_kwargs
 
     def interpreted(*a, **k):
         closed, shape = jax.make_jaxpr(program, return_shape=True)(*a, **k)
@@ -115,7 +114,7 @@ def judged_form(program: Callable, arrays: tuple, array_kwargs: dict):
         return jax.tree.unflatten(jax.tree.structure(shape), flat)
 
     interpreted.__name__ = getattr(program, "__name__", "the function")
-    return interpreted, *jax.device_put((arrays, array_kwargs), cpu)
+    return interpreted, *jax.device_put((arrays, array_kwargs), cpus[0])
 
 
 # --- the check ------------------------------------------------------------------------
