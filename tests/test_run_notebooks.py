@@ -35,6 +35,7 @@ def test_every_cell_runs_and_each_failure_is_recorded(tmp_path):
     assert [(f["cell"], f["kind"], f["grade_id"], f["error"]) for f in record["failed"]] == [
         (3, "test", "test_m_double", "AssertionError: double(2) is not 5"),
         (5, "lesson", "", "CellTimeout: the cell ran past 3 s")]
+    assert record["failed"][0]["message"] == "double(2) is not 5"  # the whole message
     md = (out / "notebook_runs.md").read_text()
     assert "| 00_m | cpu (" in md and "| 00_m | 3 | test `test_m_double` |" in md
     assert f"jax {record['jax']}" in md

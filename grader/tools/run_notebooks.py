@@ -8,7 +8,7 @@ backend). A cell that raises is recorded and the run goes on, so one failure doe
 hide the next; a cell past ``--cell-timeout`` is stopped. The table says, per module,
 the backend, the cells run, those that failed and the time, then each failure with its
 cell, its kind (lesson, solution or test, with its grade_id) and the error's first
-line. It is written as ``notebook_runs.md`` and ``notebook_runs.json`` in ``--out``.
+line; the JSON keeps each error's whole message and its last frames. It is written as ``notebook_runs.md`` and ``notebook_runs.json`` in ``--out``.
 
 It needs no Jupyter server, so it runs where only JAX and IPython are installed: on an
 accelerator machine, with the course's packages on ``PYTHONPATH`` (see the README,
@@ -83,6 +83,8 @@ def run_one(notebook: Path, cell_timeout: float) -> dict:
             frames = traceback.extract_tb(error.__traceback__)[-3:]
             record["failed"].append({"cell": index, "kind": kind, "grade_id": grade_id,
                                      "error": f"{type(error).__name__}: {first}"[:300],
+                                     # the whole message: a check's got/cause/fix lines
+                                     "message": str(error).strip()[:3000],
                                      "where": [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} "
                                                f"{(f.line or '')[:120]}" for f in frames],
                                      "seconds": round(time.perf_counter() - t0, 2)})
