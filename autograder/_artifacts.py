@@ -183,7 +183,13 @@ def _mesh_of(exported, text: str, devices: list):
     from jax.sharding import AxisType
 
     n = int(exported.nr_devices)
-    for sharding in exported.in_shardings_jax():
+    try:
+        shardings = exported.in_shardings_jax()
+    except TypeError:
+        # jax 0.10 builds them only on a given mesh (failed so on a TPU v5e): the
+        # abstract ones it keeps beside, which carry the axis types, are read instead.
+        shardings = getattr(exported, "_in_named_shardings", None) or ()
+    for sharding in shardings:
         abstract = getattr(sharding, "mesh", None)
         sizes = tuple(getattr(abstract, "axis_sizes", ()) or ())
         if sizes and int(np.prod(sizes)) == n:
