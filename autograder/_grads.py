@@ -16,6 +16,7 @@ import numpy as np
 from autograder._check import Check, explainer, run
 from autograder._feedback import call_signature, describe_value, format_failure
 from autograder._numeric import accelerator_cpus, assert_tree_matches, call_student
+from autograder._pallas_interpret import interpreting
 
 
 def _float64():
@@ -34,6 +35,13 @@ def _float64():
     if cpus:
         stack.enter_context(jax.default_device(cpus[0]))
     return stack
+
+
+def _runnable(fn: Callable) -> Callable:
+    """``fn`` as it can run inside :func:`_float64`: on an accelerator host, with its
+    Pallas kernels in interpret mode (a kernel compiled for the TPU does not run on the
+    CPU backend; 10's silu_vjp failed so on a TPU v5e). On a CPU, ``fn`` itself."""
+    return interpreting(fn) if accelerator_cpus() else fn
 
 
 def _to_float64(tree):
@@ -115,7 +123,7 @@ def collect_directional(grad_fn: Callable, f: Callable, args: Sequence, *,
     nums = (argnums,) if single else tuple(argnums)
     with _float64():
         args64 = list(_to_float64(tuple(args)))
-        grad = grad_fn(*args64)
+        grad = _runnable(grad_fn)(*args64)
         grads = (grad,) if single else tuple(grad)
         out = {}
         for pos, num, i, label, x, treedef, _ in _leaves_to_check(args64, nums, f):
@@ -135,7 +143,7 @@ def collect_finite_differences(f: Callable, args: Sequence, *,
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     with _float64():
         args64 = list(_to_float64(tuple(args)))
-        fc = _compiled_or_eager(f, args64)
+        fc = _compiled_or_eager(_runnable(f), args64)
         out = {}
         for _, num, i, label, x, treedef, leaves in _leaves_to_check(args64, nums, f):
             scale = float(max(1.0, float(jnp.max(jnp.abs(x))) if x.size else 1.0))
@@ -182,7 +190,7 @@ def collect_grad_errors(grad_fn: Callable, f: Callable, args: Sequence, *,
     numeric = collect_finite_differences(f, args, argnums=argnums, directions=directions,
                                          eps=eps)
     with _float64():
-        grad = grad_fn(*_to_float64(tuple(args)))
+        grad = _runnable(grad_fn)(*_to_float64(tuple(args)))
     return grad, {leaf: [(n, a, abs(n - a) / max(abs(n), abs(a), atol))
                          for n, a in zip(numeric[leaf], analytic.get(leaf, []))]
                   for leaf in numeric}

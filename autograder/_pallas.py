@@ -40,20 +40,26 @@ from autograder._artifacts import (TIE_TOLERANCE, explain_program, program_facts
 from autograder._check import Check, NotAFunction, explainer, run
 from autograder._feedback import call_signature, format_failure
 from autograder._pallas_blocks import _bind, assert_blocks_in_bounds
+from autograder._pallas_interpret import interpreting
 from autograder._pallas_program import KERNEL_CALLS
 from autograder._pallas_rules import explain_kernel_structure
 
 # --- exporting ----------------------------------------------------------------------
 
 def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None, *,
-                   name: str | None = None, section: str | None = None):
+                   interpret: bool = False, name: str | None = None,
+                   section: str | None = None):
     """``jax.export`` of ``jax.jit(fn)`` at these inputs: a helper for lessons.
 
     Array arguments become the program's inputs; every other argument (block sizes,
     ``eps``) is a constant of the program, as ``static_argnums`` would make it.
     Compiled Pallas kernels (GPU/TPU custom calls) are allowed in the export, so the
-    program of a compiled kernel can be read too. Errors of ``fn`` propagate (this is
-    a helper, not a check; ``name`` and ``section`` are accepted for compatibility).
+    program of a compiled kernel can be read too, as one opaque call. With
+    ``interpret=True`` every kernel is exported in interpret mode, whatever ``fn``
+    asked for: the form the grader reads on every backend, where the grid is a loop
+    and each step's blocks and operations are visible. Errors of ``fn`` propagate
+    (this is a helper, not a check; ``name`` and ``section`` are accepted for
+    compatibility).
 
     >>> import jax.numpy as jnp
     >>> export_program(lambda x, k: x * k, (jnp.ones(3), 2)).in_avals
@@ -62,32 +68,11 @@ def export_program(fn: Callable, args: Sequence = (), kwargs: dict | None = None
     import jax
 
     program, arrays, array_kwargs = _bind(fn, args, kwargs)
+    if interpret:
+        program = interpreting(program)
     checks = [jax.export.DisabledSafetyCheck.custom_call(t) for t in KERNEL_CALLS]
     return jax.export.export(jax.jit(program), disabled_checks=checks)(*arrays,
                                                                        **array_kwargs)
-
-
-def _interpreted(jaxpr):
-    """``jaxpr`` with every ``pallas_call`` in it (nested jaxprs included) in interpret
-    mode."""
-    from jax.extend.core import ClosedJaxpr, Jaxpr
-
-    if isinstance(jaxpr, ClosedJaxpr) and jaxpr.jaxpr is not jaxpr:  # jax < 0.12
-        return jaxpr.replace(jaxpr=_interpreted(jaxpr.jaxpr))
-    eqns = []
-    for eqn in jaxpr.eqns:
-        params = dict(eqn.params)
-        if eqn.primitive.name == "pallas_call":
-            params["interpret"] = True
-        else:
-            for key, value in params.items():
-                if isinstance(value, (Jaxpr, ClosedJaxpr)):
-                    params[key] = _interpreted(value)
-                elif (isinstance(value, tuple) and value
-                      and all(isinstance(v, (Jaxpr, ClosedJaxpr)) for v in value)):
-                    params[key] = tuple(_interpreted(v) for v in value)
-        eqns.append(eqn.replace(params=params))
-    return jaxpr.replace(eqns=eqns)
 
 
 def judged_form(program: Callable, arrays: tuple, array_kwargs: dict):
@@ -100,21 +85,13 @@ def judged_form(program: Callable, arrays: tuple, array_kwargs: dict):
     kernels, grids and blocks, in the form a CPU grader sees.
     """
     import jax
-    from jax.extend.core import jaxpr_as_fun
 
     from autograder._numeric import accelerator_cpus
 
     cpus = accelerator_cpus()
     if not cpus:  # a CPU (or no CPU backend): judge the program as it is
         return program, arrays, array_kwargs
-
-    def interpreted(*a, **k):
-        closed, shape = jax.make_jaxpr(program, return_shape=True)(*a, **k)
-        flat = jaxpr_as_fun(_interpreted(closed))(*jax.tree.leaves((a, k)))
-        return jax.tree.unflatten(jax.tree.structure(shape), flat)
-
-    interpreted.__name__ = getattr(program, "__name__", "the function")
-    return interpreted, *jax.device_put((arrays, array_kwargs), cpus[0])
+    return interpreting(program), *jax.device_put((arrays, array_kwargs), cpus[0])
 
 
 # --- the check ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Numerical gradient verification: float64, random directions, leaf names."""
 import jax
+import numpy as np
 import jax.numpy as jnp
 import pytest
 
@@ -100,3 +101,52 @@ def test_numerical_gradients_run_on_the_cpu_where_jax_computes_on_an_accelerator
         assert jax.config.jax_default_device == jax.devices("cpu")[0]
         assert jnp.ones(1).dtype == jnp.float64
     assert jax.config.jax_default_device is None and jnp.ones(1).dtype == jnp.float32
+
+
+def _silu_kernels(interpret: bool):
+    """SiLU with a Pallas kernel on each side of a custom_vjp, as 10's silu_vjp."""
+    from jax.experimental import pallas as pl
+
+    def fwd_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * jax.nn.sigmoid(x_ref[...])
+
+    def bwd_kernel(x_ref, g_ref, o_ref):
+        s = jax.nn.sigmoid(x_ref[...])
+        o_ref[...] = g_ref[...] * s * (1 + x_ref[...] * (1 - s))
+
+    def call(kernel, *arrays):
+        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape,
+                                                                     arrays[0].dtype),
+                              interpret=interpret)(*arrays)
+
+    @jax.custom_vjp
+    def silu(x):
+        return call(fwd_kernel, x)
+
+    silu.defvjp(lambda x: (call(fwd_kernel, x), x), lambda x, g: (call(bwd_kernel, x, g),))
+    return silu
+
+
+def test_a_kernel_compiled_for_the_accelerator_is_interpreted_on_the_cpu(monkeypatch):
+    # On a TPU the float64 side of a gradient check runs on the CPU backend, where a
+    # kernel compiled for the TPU (interpret=False) refuses to run: 10's silu_vjp failed
+    # so on a TPU v5e. Its kernels are switched to interpret mode there. Faked by the
+    # backend's name: on this CPU a kernel with interpret=False fails the same way (the
+    # float32 call before it runs on the TPU itself there, so only the float64 side is
+    # called here).
+    from autograder._grads import collect_directional, collect_finite_differences
+
+    silu = _silu_kernels(interpret=False)
+    x = jnp.linspace(-4.0, 4.0, 16, dtype=jnp.float32)
+    grad = jax.jit(jax.grad(lambda v: jnp.sum(silu(v))))
+    with pytest.raises(Exception, match="interpret"):
+        grad(x)
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    mine = collect_directional(grad, lambda v: jnp.sum(silu(v)), (x,))
+    numeric = collect_finite_differences(lambda v: jnp.sum(silu(v)), (x,))
+    exact = collect_directional(jax.grad(lambda v: jnp.sum(jax.nn.silu(v))),
+                                lambda v: jnp.sum(jax.nn.silu(v)), (x,))
+    assert mine.keys() == numeric.keys() == exact.keys()
+    for leaf in mine:
+        np.testing.assert_allclose(mine[leaf], exact[leaf], rtol=1e-6)
+        np.testing.assert_allclose(numeric[leaf], exact[leaf], rtol=1e-6)

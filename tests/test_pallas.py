@@ -133,6 +133,26 @@ def test_elementwise_kernel_facts_and_partial_blocks():
     assert "multiply" not in facts["outside"]
 
 
+def test_export_program_can_read_a_compiled_kernel_in_interpret_mode():
+    # A kernel compiled for a TPU (interpret=False) exports as one opaque custom call;
+    # 10's lessons read its grid, blocks and operations, and on a TPU found none
+    # ('inside' was None). interpret=True exports the same kernel as the grader reads
+    # it. Here on a CPU the compiled kernel does not even lower.
+    def compiled_double(x, block):
+        spec = pl.BlockSpec((block,), lambda i: (i,))
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., 2 * x_ref[...]),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(pl.cdiv(x.shape[0], block),), in_specs=[spec],
+                              out_specs=spec, interpret=False)(x)
+
+    with pytest.raises(Exception, match="interpret"):
+        export_program(compiled_double, (jnp.ones(20), 8))
+    (k,) = collect_kernel_facts(export_program(compiled_double, (jnp.ones(20), 8),
+                                               interpret=True))["kernels"]
+    assert k["lowering"] == "interpret" and k["steps"] == 3 and k["blocks"] == [[8], [8]]
+    assert k["inside"]["multiply"] >= 1
+
+
 def test_a_three_axis_grid_counts_its_product_and_its_blocks():
     x, y = jnp.ones((40, 32)), jnp.ones((32, 24))
     (k,) = _facts(matmul, x, y, 16, 8, 8)["kernels"]
