@@ -38,10 +38,26 @@ def _float64():
 
 
 def _runnable(fn: Callable) -> Callable:
-    """``fn`` as it can run inside :func:`_float64`: on an accelerator host, with its
-    Pallas kernels in interpret mode (a kernel compiled for the TPU does not run on the
-    CPU backend; 10's silu_vjp failed so on a TPU v5e). On a CPU, ``fn`` itself."""
-    return interpreting(fn) if accelerator_cpus() else fn
+    """``fn`` as it can run inside :func:`_float64`. On an accelerator host a kernel
+    compiled for the TPU does not run on the CPU backend (10's silu_vjp failed so on a
+    TPU v5e): when ``fn`` fails there, it runs again with its Pallas kernels in
+    interpret mode (the first error stands if that fails too, or it has no kernel).
+    Functions that run as they are run unchanged. On a CPU, ``fn`` itself."""
+    if not accelerator_cpus():
+        return fn
+
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - retried once in interpret mode
+            first = err
+        try:
+            return interpreting(fn)(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the first error says what went wrong
+            raise first from None
+
+    run.__name__ = getattr(fn, "__name__", "the function")
+    return run
 
 
 def _to_float64(tree):
