@@ -27,7 +27,7 @@ LAB_ARGS ?=
 LAB_DIR ?= .
 LAB_OPEN ?= release
 
-# make hub: the course on a JupyterHub for a demo class (README, "Shared server"). Run
+# make hub: the course on a JupyterHub for a demo class (docs/shared-server.md). Run
 # as root; it prints what it created and `make hub-clean` removes all of it.
 HUB_PREFIX ?= /opt/jaxcourse
 HUB_PORT ?= 8000
@@ -44,7 +44,7 @@ HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
 help:
 	@echo "Students:    make lab        start JupyterLab on release/ (creates .venv first)"
 	@echo "Everyone:    make test       run the whole test-suite (creates .venv first)"
-	@echo "Sandbox:     make test-hosts the grading sandbox in a Debian 12 guest (qemu; see README)"
+	@echo "Sandbox:     make test-hosts the grading sandbox in a Debian 12 guest (qemu; see docs/isolation.md)"
 	@echo "Instructors: make release | rubric | autograde | feedback | grades | report | demo"
 	@echo "Course hub:  make hub        (root) JupyterHub for a demo class; make hub-clean removes it"
 	@echo "Assignments: $(ASSIGNMENTS)"
@@ -76,7 +76,7 @@ lab: $(STAMP)
 test: $(STAMP)
 	python -m pytest $(PYTEST_ARGS)
 
-# The grading sandbox on a real kernel (README, "Isolation"): builds a Debian 12 guest
+# The grading sandbox on a real kernel (docs/isolation.md): builds a Debian 12 guest
 # image (root, mmdebstrap, qemu-system-x86; cached in HOSTS_CACHE, rebuilt when
 # tests/hosts/guest.py's recipe changes), boots it and grades corpus cases there as root
 # (cgroup v2), as an instructor with a systemd session and as one without. Not part of

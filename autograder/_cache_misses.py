@@ -117,7 +117,7 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
     raised = observed.get("raised") or ""
     if raised and not raising:
         # Python's and JAX's exception names only: a class of the student's could be
-        # named anything (see the threat model in the README).
+        # named anything (see the threat model in docs/grading.md).
         return format_failure(f"{name} raised {safe_error_type(raised)}", section=section,
                               fix="run the exercise's 'try it' cell to reproduce the error")
     if raising and not raised:

@@ -422,7 +422,7 @@ def start_hub(prefix: Path, env: Path, paths: dict, port: int, manifest: Manifes
 def up(args) -> int:
     if os.geteuid() != 0:
         sys.exit("error: make hub runs as root: it creates OS accounts and starts a hub that "
-                 "spawns each user's server as that user (see README, 'Shared server', for "
+                 "spawns each user's server as that user (see docs/shared-server.md for "
                  "a hub set up by hand)")
     for tool in ("useradd", "userdel", "groupadd", "chpasswd", "setpriv", "git"):
         if not shutil.which(tool):

@@ -2,7 +2,7 @@
 
 `make hub` copies this file to HUB_PREFIX/hub/etc/ and writes hub.json beside it (the
 class, the ports and the paths); a real deployment keeps this file as it is and writes
-its own hub.json (README, "Shared server"). What it sets up, in nbgrader's documented
+its own hub.json (docs/shared-server.md). What it sets up, in nbgrader's documented
 way (docs: "Using nbgrader with JupyterHub"):
 
 - every user logs in with their OS password (PAM) and gets a JupyterLab server running

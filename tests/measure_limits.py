@@ -1,4 +1,4 @@
-"""Measures the limits by hand (a measurement, not a test): the figures in README.md.
+"""Measures the limits by hand (a measurement, not a test): the figures in docs/benchmarks.md.
 
     .venv/bin/python -m tests.measure_limits bombs [--memory 3072] [--levels ...]
     .venv/bin/python -m tests.measure_limits address-space [--totals 2048 3072 5120]

@@ -135,7 +135,7 @@ def test_the_sandbox_notebook_leaves_unneeded_lessons_empty():
                                           if p.is_dir()))
 def test_every_course_notebook_is_analysed_and_leaves_lessons_out(module):
     """The course's own notebooks parse, declare no globals, and their graded runs
-    leave some lessons out (the measured saving: README, Benchmarks)."""
+    leave some lessons out (the measured saving: docs/benchmarks.md)."""
     source = json.loads((ROOT / "source" / module / f"{module}.ipynb").read_text())
     rebuilt = _nb.rebuild(source, _nb.submitted_solutions(source), {})
     keep, why = needed_cells(rebuilt)

@@ -187,7 +187,7 @@ def test_unprivileged_grader_holds_the_limits():
         # No bomb took more than its limit: the sandboxes together stayed within the
         # workers' limits (10 %: the sampler's overshoot).
         # (The machine's available memory is printed above, not asserted: other tests
-        # run beside this one; README has it measured on an idle machine.)
+        # run beside this one; docs/benchmarks.md has it measured on an idle machine.)
         assert meter.sandboxes <= WORKERS * LIMITS.memory_mb * 1.1, meter.sandboxes
         # Nothing of that user is left: no process, no job folder.
         time.sleep(0.5)

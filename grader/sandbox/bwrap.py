@@ -34,7 +34,7 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "localtime", "nsswitch.conf", "passwd
 INSTALL = "install the package bubblewrap (apt-get install bubblewrap, dnf install bubblewrap)"
 USERNS_REFUSED = ("bubblewrap cannot create user namespaces here (refused by the kernel, a "
                   "container or a security profile): see 'Grading inside a container' in "
-                  "README.md")
+                  "docs/isolation.md")
 # What bwrap prints when the kernel or a security module refuses a user namespace.
 _USERNS_ERRORS = ("no permissions to creat", "operation not permitted", "permission denied",
                   "user namespace", "uid map", "setting up uid")

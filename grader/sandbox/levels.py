@@ -36,7 +36,7 @@ from grader.sandbox import bwrap, cgroup_v1, cgroup_v2, systemd, watchdog
 from grader.sandbox.limits import Limits, SandboxUnavailable
 
 KINDS = ("cgroup-v2", "cgroup-v1", "systemd-scope", "watchdog")
-README = "README.md"
+ISOLATION_DOC = "docs/isolation.md"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,7 @@ def require(limits: Limits, workers: int = 1) -> list[str]:
     if level.limits == "watchdog":
         lines.append(f"note: no cgroup is available to this user, so a watchdog holds the "
                      f"limits (sampled every {limits.watchdog_interval * 1000:.0f} ms; see "
-                     f"'Isolation' in {README}).")
+                     f"{ISOLATION_DOC}).")
     available, _ = watchdog.host_available_mb()
     if workers * limits.memory_mb > available:
         lines.append(f"WARNING: {workers} workers x {limits.memory_mb} MiB is more than the "

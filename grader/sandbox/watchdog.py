@@ -24,7 +24,7 @@ The rlimits set on the sandbox's first process (inherited by all):
   the limit (10 GiB, 30 GiB) fails at once with MemoryError instead of racing the
   sampler. JAX reserves far more address space than it uses (2.0-2.3 GB of virtual
   memory for 0.4-0.6 GB resident on every course notebook, 2 cores, 8 simulated
-  devices), and segfaulted under 512 MiB-1 GiB caps: see README for the margin;
+  devices), and segfaulted under 512 MiB-1 GiB caps: see docs/isolation.md for the margin;
 - ``RLIMIT_NPROC``: the tasks this user has now plus the task limit (the count is
   per user, and the grader's own processes are in it; root ignores it);
 - ``RLIMIT_FSIZE`` at the memory limit and ``RLIMIT_CORE`` at 0 (every level).
