@@ -118,3 +118,26 @@ def test_a_broken_submission_is_reported_and_the_rest_get_feedback(graded, tmp_p
         for student in STUDENTS:
             if (name, student) != ("01_a", "ben"):
                 assert _html(course, student, name), (student, name, proc.stdout)
+
+
+def test_marker_text_in_a_students_cell_is_data_not_a_marker(graded, tmp_path):
+    # nbgrader's own ClearHiddenTests stops the whole feedback run on a solution cell
+    # that holds its hidden-test markers as text; the course's HideHiddenTests clears
+    # only test cells, so that student gets feedback like everyone else, with the text.
+    course = _copy(graded, tmp_path)
+    path = course / "autograded" / "ada" / "01_a" / "01_a.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = ('NOTE = """\n### BEGIN HIDDEN TESTS\nmine\n### END HIDDEN TESTS\n"""\n'
+                          + nb.cells[0].source)
+    nbformat.write(nb, path)
+
+    proc = _feedback(course)
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-5000:]
+    assert "feedback: 6 file(s) written for 3 assignment(s); 0 failure(s)" in proc.stdout
+    (page,) = _html(course, "ada", "01_a")
+    assert "BEGIN HIDDEN TESTS" in page.read_text()  # the student's own text, kept
+    for name in ASSIGNMENTS:
+        for student in STUDENTS:
+            (page,) = _html(course, student, name)
+            assert "double(-3)" not in page.read_text()  # the hidden test, never
