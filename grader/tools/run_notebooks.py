@@ -11,7 +11,7 @@ cell, its kind (lesson, solution or test, with its grade_id) and the error's fir
 line; the JSON keeps each error's whole message and its last frames. It is written as ``notebook_runs.md`` and ``notebook_runs.json`` in ``--out``.
 
 It needs no Jupyter server, so it runs where only JAX and IPython are installed: on an
-accelerator machine, with the course's packages on ``PYTHONPATH`` (see the README,
+accelerator machine, with the course's packages on ``PYTHONPATH`` (see docs/course.md,
 "The course on a GPU or TPU"). Grading stays on the instructor's CPU; this script
 shows what a student who works on an accelerator meets.
 """
