@@ -17,7 +17,7 @@ from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 from traitlets import Unicode
 
-from grader.pipeline import read_ledger
+from grader.ledger import read_ledger
 
 COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name",
            "email", "raw_score", "late_submission_penalty", "score", "max_score",

@@ -7,6 +7,7 @@ bundles are kept on disk), and a changed submission is graded again.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -116,10 +117,19 @@ def preflight(course: Path, assignment: str, student: str,
     return None
 
 
+def digest(*parts: bytes | str) -> str:
+    """A short sha256 of ``parts``, each ended by a NUL byte (so that ("ab", "c") and
+    ("a", "bc") differ): the key of the ledger's fingerprints and the reference cache."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
 def fingerprint(course: Path, assignment: str, student: str,
                 max_bytes: int = 20_000_000) -> str:
     """A digest of the submission's notebooks and timestamp: what grading depends on."""
-    from grader.runner import digest
 
     folder = Path(course) / "submitted" / student / assignment
     parts: list[bytes | str] = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -246,14 +245,6 @@ def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
             verdict = _judge.Verdict(False, held[test_id], held=True)
         verdicts[test_id] = dataclasses.asdict(verdict)
     return verdicts
-
-
-def digest(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
-        h.update(b"\0")
-    return h.hexdigest()[:20]
 
 
 def read_json(path: Path) -> dict | None:

@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from grader.ledger import _notebook_names, cache_dir, grading_dir
+from grader.ledger import _notebook_names, cache_dir, digest, grading_dir
 
 # ---------------------------------------------------------------- tasks
 
@@ -175,7 +175,7 @@ def reference_key(course: Path, assignment: str, name: str, limits, seed=None) -
     parts = [(Path(course) / "source" / assignment / name).read_bytes(),
              json.dumps(dataclasses.asdict(limits)), str(seed)]
     parts += [p.read_bytes() for p in sorted(lib.glob("*.py"))]
-    return _runner.digest(*parts)
+    return digest(*parts)
 
 
 def _reference(course: Path, assignment: str, limits, seed: int | None = None

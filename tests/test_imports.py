@@ -112,3 +112,30 @@ def test_the_graph_reader_finds_circles_and_arrows():
     assert "grader.notebook" in graph["grader.runner"]
     assert "autograder._check" in graph["autograder._numeric"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# The grading pipeline reads top down: the command line and the nbgrader plugins call
+# the pipeline, the pipeline its tasks, a task the runner, the runner the sandbox and
+# the judge. The ledger, recording, notebook and policy modules sit beside it and call
+# none of them back.
+PIPELINE = ["grader.pipeline", "grader.tasks", "grader.runner", "grader.sandbox"]
+BESIDE = ["grader.ledger", "grader.notebook", "grader.policy", "grader.judge",
+          "grader.recording", "grader.lessons", "grader.kernels"]
+
+
+def test_the_pipeline_calls_down_and_nothing_beside_it_calls_back():
+    graph = import_graph()
+
+    def reaches(module: str) -> set[str]:
+        return {t for t in graph[module]} | {t for name, targets in graph.items()
+                                             if name.startswith(module + ".")
+                                             for t in targets}
+
+    for i, upper in enumerate(PIPELINE):
+        for lower in PIPELINE[i + 1:]:
+            back = {t for t in reaches(lower) if t == upper or t.startswith(upper + ".")}
+            assert not back, f"{lower} imports {sorted(back)}, above it in the pipeline"
+    for module in BESIDE:
+        back = {t for t in reaches(module) for step in PIPELINE
+                if t == step or t.startswith(step + ".")}
+        assert not back, f"{module} (beside the pipeline) imports {sorted(back)}"
