@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from autograder import _wire
+from autograder import _check, _wire
 from autograder._program_text import (ALLOWED_CUSTOM_CALLS, ALLOWED_DIALECTS,  # noqa: F401
                                       COLLECTIVES, REFUSED_OPS, collective_bytes,
                                       collective_classes, collective_counts, static_facts)
@@ -300,6 +300,11 @@ def derive_here(obs: _wire.Observation, params: dict) -> _wire.Observation:
 
     with quiet():
         return derive(obs, params)
+
+
+# Registered with the check core: a check's "artifact" value is an exported program,
+# and the student's kernel derives its facts here before judging them.
+_check.observation_kind("artifact", observe_artifact, derive_here)
 
 
 def judge_main(job: str = ".") -> None:

@@ -103,16 +103,36 @@ class Check:
     returns: Callable[[Any], Any] | None = None
 
 
-def _encode(value: Any, as_: str) -> _wire.Observation:
-    if as_ == "tree":
-        return _wire.observe_tree(value)
-    if as_ == "facts":
-        return _wire.observe_facts(value)
-    if as_ == "artifact":
-        from autograder import _artifacts
+# How each kind of observation is recorded, and what the kernel derives from a recorded
+# one before judging it. Kinds beyond trees and facts are registered by the modules that
+# make them (autograder._artifacts: "artifact", an exported program), so this core
+# imports no layer above it. Importing any autograder module imports the package,
+# whose __init__ imports every check module: all kinds and explainers are registered
+# before a check runs or a record is judged.
+OBSERVERS: dict[str, Callable[[Any], _wire.Observation]] = {
+    "tree": _wire.observe_tree, "facts": _wire.observe_facts}
+DERIVERS: dict[str, Callable[[_wire.Observation, dict], _wire.Observation]] = {}
 
-        return _artifacts.observe_artifact(value)
-    raise ValueError(f"unknown observation kind {as_!r}")
+
+def observation_kind(name: str, observe: Callable[[Any], _wire.Observation],
+                     derive: Callable[[_wire.Observation, dict], _wire.Observation]
+                     | None = None) -> None:
+    """Registers how a check's value is recorded as ``name`` (``observe_as``), and what
+    the student's kernel derives from such a record before judging it (``derive``)."""
+    OBSERVERS[name] = observe
+    if derive is not None:
+        DERIVERS[name] = derive
+
+
+def _encode(value: Any, as_: str) -> _wire.Observation:
+    if as_ not in OBSERVERS:
+        raise ValueError(f"unknown observation kind {as_!r}")
+    return OBSERVERS[as_](value)
+
+
+def _derived(obs: _wire.Observation, params: dict) -> _wire.Observation:
+    derive = DERIVERS.get(obs.kind)
+    return derive(obs, params) if derive is not None else obs
 
 
 def _observe(check: Check):
@@ -129,8 +149,6 @@ def explain(kind: str, observed: _wire.Observation, expected: _wire.Observation 
             label: str, params: dict) -> str | None:
     """The verdict on one record: a teaching message, or None when it passes."""
     section = params.get("section")
-    if kind not in EXPLAINERS:
-        _load_explainers()
     if observed.kind == "error":
         if kind in EXPLAINS_ERRORS:
             try:
@@ -147,10 +165,6 @@ def explain(kind: str, observed: _wire.Observation, expected: _wire.Observation 
     except Exception as err:  # noqa: BLE001 - facts from a sandbox may be anything
         return format_failure(f"{label}: the grader could not read this result "
                               f"({type(err).__name__}: {str(err)[:200]})", section=section)
-
-
-def _load_explainers() -> None:
-    import autograder  # noqa: F401 - importing the package registers every explainer
 
 
 def explain_error(label: str, observed: _wire.Observation, *, section: str | None = None,
@@ -200,17 +214,9 @@ def run(check: Check, *, with_captured: bool = False) -> Any:
     raw, observed, err, captured = _observe(check)
     result = check.returns(raw) if (check.returns and err is None) else raw
     if role == KERNEL:
-        observed = _wire.roundtrip(observed)
-        if observed.kind == "artifact":
-            from autograder import _artifacts
-
-            observed = _artifacts.derive_here(observed, check.params)
+        observed = _derived(_wire.roundtrip(observed), check.params)
         if expected is not None:
-            expected = _wire.roundtrip(expected)
-            if expected.kind == "artifact":
-                from autograder import _artifacts
-
-                expected = _artifacts.derive_here(expected, check.params)
+            expected = _derived(_wire.roundtrip(expected), check.params)
         message = explain(check.kind, observed, expected, check.label, check.params)
         if message:
             if err is None or observed.not_implemented:
