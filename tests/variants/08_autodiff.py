@@ -541,101 +541,145 @@ VARIANTS = {
              "    return jnp.mean(h ** 2)\n"),
         ],
     },
-    "08_autodiff_make_checkpointed_loss": {
+    "08_autodiff_save_only": {
         "correct": [
-            "def make_checkpointed_loss(policy):\n"
-            "    body = jax.remat(block, policy=policy, prevent_cse=False)\n"
-            "    def loss(params, x):\n"
-            "        return jnp.mean(lax.scan(body, x, params)[0] ** 2)\n"
-            "    return loss\n",
-            "def make_checkpointed_loss(policy):\n"
-            "    def body(h, layer):\n"
-            "        return jax.checkpoint(block, policy=policy)(h, layer)\n"
-            "    def loss(params, x):\n"
-            "        h, _ = lax.scan(body, x, params)\n"
-            "        return jnp.mean(h ** 2)\n"
-            "    return loss\n",
+            "def save_only(primitive_names=(), names=()):\n"
+            "    def policy(prim, *_, **params):\n"
+            "        return prim.name in primitive_names or (\n"
+            "            prim.name == 'name' and params.get('name') in names)\n"
+            "    return policy\n",
+            # The library's combinator over a tag policy and a primitive policy.
+            "def save_only(primitive_names=(), names=()):\n"
+            "    by_primitive = lambda prim, *avals, **params: prim.name in set(primitive_names)\n"
+            "    return jax.checkpoint_policies.save_from_both_policies(\n"
+            "        jax.checkpoint_policies.save_only_these_names(*names), by_primitive)\n",
         ],
         "wrong": [
-            ("the policy is ignored: always nothing_saveable",
-             "def make_checkpointed_loss(policy):\n"
-             "    def loss(params, x):\n"
-             "        h, _ = lax.scan(jax.checkpoint(block), x, params)\n"
-             "        return jnp.mean(h ** 2)\n"
-             "    return loss\n"),
-            ("the policy applied to the whole loss, not to each block",
-             "def make_checkpointed_loss(policy):\n"
-             "    return jax.checkpoint(stack_loss, policy=policy)\n"),
-            ("no checkpoint at all",
-             "def make_checkpointed_loss(policy):\n"
-             "    return stack_loss\n"),
-            ("the policy passed positionally: jax.checkpoint takes it by keyword only",
-             "def make_checkpointed_loss(policy):\n"
-             "    def loss(params, x):\n"
-             "        h, _ = lax.scan(jax.checkpoint(block, policy), x, params)\n"
-             "        return jnp.mean(h ** 2)\n"
-             "    return loss\n"),
-            ("an unrolled Python loop over the layers: per-layer residuals, not stacked ones",
-             "def make_checkpointed_loss(policy):\n"
-             "    def loss(params, x):\n"
-             "        h = x\n"
-             "        for i in range(params['w1'].shape[0]):\n"
-             "            layer = {'w1': params['w1'][i], 'w2': params['w2'][i]}\n"
-             "            h, _ = jax.checkpoint(block, policy=policy)(h, layer)\n"
-             "        return jnp.mean(h ** 2)\n"
-             "    return loss\n"),
+            ("compares the Primitive object with the names: no primitive is ever saved",
+             "def save_only(primitive_names=(), names=()):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        if prim.name == 'name':\n"
+             "            return params['name'] in names\n"
+             "        return prim in primitive_names\n"
+             "    return policy\n"),
+            ("ignores the tags: values named with checkpoint_name are recomputed",
+             "def save_only(primitive_names=(), names=()):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        return prim.name in primitive_names\n"
+             "    return policy\n"),
+            ("looks for the tags among the primitives' names: the tag is params['name'] of the "
+             "primitive 'name'",
+             "def save_only(primitive_names=(), names=()):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        return prim.name in primitive_names or prim.name in names\n"
+             "    return policy\n"),
+            ("saves every tagged value, whatever its tag",
+             "def save_only(primitive_names=(), names=()):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        return prim.name == 'name' or prim.name in primitive_names\n"
+             "    return policy\n"),
+            ("inverted: saves everything except what was named",
+             "def save_only(primitive_names=(), names=()):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        if prim.name == 'name':\n"
+             "            return params['name'] not in names\n"
+             "        return prim.name not in primitive_names\n"
+             "    return policy\n"),
         ],
     },
     "08_autodiff_pytree_dataclass": {
         "correct": [
-            # register_pytree_node with flatten / unflatten by keyword.
-            "def pytree_dataclass(cls, meta_fields=()):\n"
-            "    names = [f.name for f in dataclasses.fields(cls)]\n"
-            "    data = [n for n in names if n not in meta_fields]\n"
-            "    def flatten(obj):\n"
-            "        return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta_fields)\n"
-            "    def unflatten(aux, children):\n"
-            "        return cls(**dict(zip(data, children)), **dict(zip(meta_fields, aux)))\n"
-            "    jax.tree_util.register_pytree_node(cls, flatten, unflatten)\n"
-            "    return cls\n",
-            # With keys, so tree paths name the fields.
+            # A fast flatten beside the keyed one; data, then meta, set field by field.
             "def pytree_dataclass(cls, meta_fields=()):\n"
             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
             "    meta = tuple(meta_fields)\n"
+            "    def flatten(obj):\n"
+            "        return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)\n"
             "    def flatten_with_keys(obj):\n"
-            "        children = [(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data]\n"
-            "        return children, tuple(getattr(obj, n) for n in meta)\n"
+            "        keyed = [(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data]\n"
+            "        return keyed, tuple(getattr(obj, n) for n in meta)\n"
             "    def unflatten(aux, children):\n"
-            "        return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))\n"
+            "        obj = cls.__new__(cls)\n"
+            "        for n, value in zip(data, children):\n"
+            "            object.__setattr__(obj, n, value)\n"
+            "        for n, value in zip(meta, aux):\n"
+            "            object.__setattr__(obj, n, value)\n"
+            "        return obj\n"
+            "    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten,\n"
+            "                                            flatten_func=flatten)\n"
+            "    return cls\n",
+            # Meta fields kept as (name, value) pairs in the aux data.
+            "def pytree_dataclass(cls, meta_fields=()):\n"
+            "    fields = dataclasses.fields(cls)\n"
+            "    data = [f.name for f in fields if f.name not in meta_fields]\n"
+            "    def flatten_with_keys(obj):\n"
+            "        aux = tuple((n, getattr(obj, n)) for n in meta_fields)\n"
+            "        return tuple((jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data), aux\n"
+            "    def unflatten(aux, children):\n"
+            "        obj = object.__new__(cls)\n"
+            "        values = dict(zip(data, children))\n"
+            "        values.update(aux)\n"
+            "        for n, value in values.items():\n"
+            "            object.__setattr__(obj, n, value)\n"
+            "        return obj\n"
             "    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten)\n"
             "    return cls\n",
         ],
         "wrong": [
-            ("meta fields registered as data: a string becomes a leaf",
+            ("register_dataclass: the leaves are named, but unflatten calls the class and "
+             "__post_init__ refuses the tracers of jax.grad",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    return jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=list(meta_fields))\n"),
+            ("keys right, but unflatten calls the class: __post_init__ runs on tracers",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    def flatten_with_keys(obj):\n"
+             "        keyed = [(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data]\n"
+             "        return keyed, tuple(getattr(obj, n) for n in meta_fields)\n"
+             "    def unflatten(aux, children):\n"
+             "        return cls(**dict(zip(data, children)), **dict(zip(meta_fields, aux)))\n"
+             "    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten)\n"
+             "    return cls\n"),
+            ("register_pytree_node without keys: the leaves' paths are flat indices, not .w and .b",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    def flatten(obj):\n"
+             "        return [getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta_fields)\n"
+             "    def unflatten(aux, children):\n"
+             "        obj = object.__new__(cls)\n"
+             "        for n, value in zip(list(data) + list(meta_fields), list(children) + list(aux)):\n"
+             "            object.__setattr__(obj, n, value)\n"
+             "        return obj\n"
+             "    jax.tree_util.register_pytree_node(cls, flatten, unflatten)\n"
+             "    return cls\n"),
+            ("unflatten sets only the data fields: a meta field reads the class default",
+             "def pytree_dataclass(cls, meta_fields=()):\n"
+             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
+             "    def flatten_with_keys(obj):\n"
+             "        keyed = [(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data]\n"
+             "        return keyed, None\n"
+             "    def unflatten(aux, children):\n"
+             "        obj = object.__new__(cls)\n"
+             "        for n, value in zip(data, children):\n"
+             "            object.__setattr__(obj, n, value)\n"
+             "        return obj\n"
+             "    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten)\n"
+             "    return cls\n"),
+            ("unflatten zips the children and the aux data with all the fields in declaration "
+             "order: a meta field declared between data fields gets a data field's value",
              "def pytree_dataclass(cls, meta_fields=()):\n"
              "    names = [f.name for f in dataclasses.fields(cls)]\n"
-             "    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])\n"),
-            ("unflatten drops the meta fields: they come back as their defaults",
-             "def pytree_dataclass(cls, meta_fields=()):\n"
-             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
-             "    jax.tree_util.register_pytree_node(\n"
-             "        cls, lambda obj: ([getattr(obj, n) for n in data], None),\n"
-             "        lambda aux, children: cls(**dict(zip(data, children))))\n"
-             "    return cls\n"),
-            ("data fields sorted by name, not in declaration order",
-             "def pytree_dataclass(cls, meta_fields=()):\n"
-             "    data = sorted(f.name for f in dataclasses.fields(cls) if f.name not in meta_fields)\n"
-             "    return jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=list(meta_fields))\n"),
-            ("registers the class but returns None",
-             "def pytree_dataclass(cls, meta_fields=()):\n"
-             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
-             "    jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=list(meta_fields))\n"),
-            ("unflatten passes data then meta positionally: wrong when a meta field sits between data fields",
-             "def pytree_dataclass(cls, meta_fields=()):\n"
-             "    data = [f.name for f in dataclasses.fields(cls) if f.name not in meta_fields]\n"
-             "    jax.tree_util.register_pytree_node(\n"
-             "        cls, lambda obj: ([getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta_fields)),\n"
-             "        lambda aux, children: cls(*children, *aux))\n"
+             "    data = [n for n in names if n not in meta_fields]\n"
+             "    def flatten_with_keys(obj):\n"
+             "        keyed = [(jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in data]\n"
+             "        return keyed, tuple(getattr(obj, n) for n in meta_fields)\n"
+             "    def unflatten(aux, children):\n"
+             "        obj = object.__new__(cls)\n"
+             "        for n, value in zip(names, list(children) + list(aux)):\n"
+             "            object.__setattr__(obj, n, value)\n"
+             "        return obj\n"
+             "    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten)\n"
              "    return cls\n"),
         ],
     },
