@@ -79,29 +79,63 @@ VARIANTS = {
              "    return jax.vmap(lambda e: f_vjp(e)[0])(jnp.eye(y.shape[0]))\n"),
         ],
     },
-    "08_autodiff_hvp": {
+    "08_autodiff_hessian_diag_estimate": {
         "correct": [
-            # Reverse-over-reverse: the gradient of <grad f(x), v>.
-            "def hvp(f, x, v):\n"
-            "    return jax.grad(lambda z: jnp.vdot(jax.grad(f)(z), v))(x)\n",
-            "def hvp(f, x, v):\n"
+            # Reverse-over-reverse products: the gradient of <grad f(x), v>, vmapped over the probes.
+            "def hessian_diag_estimate(f, x, key, num_probes):\n"
+            "    z = jax.random.rademacher(key, (num_probes, x.size), dtype=x.dtype)\n"
+            "    hvp = lambda v: jax.grad(lambda y: jnp.vdot(jax.grad(f)(y), v))(x)\n"
+            "    return (z * jax.vmap(hvp)(z)).sum(axis=0) / num_probes\n",
+            # One linearization of the gradient, applied to every probe at once.
+            "def hessian_diag_estimate(f, x, key, num_probes):\n"
+            "    n = x.shape[0]\n"
+            "    z = jax.random.rademacher(key, (num_probes, n), dtype=x.dtype)\n"
             "    _, grad_jvp = jax.linearize(jax.grad(f), x)\n"
-            "    return grad_jvp(v)\n",
+            "    return jnp.mean(z * jax.vmap(grad_jvp)(z), axis=0)\n",
+            # The probes one after another in a lax.map: one copy of the product in the program.
+            "def hessian_diag_estimate(f, x, key, num_probes):\n"
+            "    z = jax.random.rademacher(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+            "    hz = lax.map(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1], z)\n"
+            "    return jnp.mean(z * hz, axis=0)\n",
         ],
         "wrong": [
-            ("forms the n x n Hessian first",
-             "def hvp(f, x, v):\n    return jax.hessian(f)(x) @ v\n"),
-            ("the gradient times v, elementwise",
-             "def hvp(f, x, v):\n    return jax.grad(f)(x) * v\n"),
-            ("returns the primal output of the JVP (the gradient), not its tangent",
-             "def hvp(f, x, v):\n    return jax.jvp(jax.grad(f), (x,), (v,))[0]\n"),
-            ("a forward finite difference of the gradient: inaccurate in float32",
-             "def hvp(f, x, v, eps=1e-3):\n"
-             "    return (jax.grad(f)(x + eps * v) - jax.grad(f)(x)) / eps\n"),
-            ("the JVP of f instead of its gradient: a scalar",
-             "def hvp(f, x, v):\n    return jax.jvp(f, (x,), (v,))[1]\n"),
-            ("only the Hessian's diagonal: right for separable f, wrong otherwise",
-             "def hvp(f, x, v):\n    return jnp.diag(jax.hessian(f)(x)) * v\n"),
+            ("forms the n x n Hessian with jax.hessian: right values, but H is in the program",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jax.random.rademacher(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+             "    return jnp.mean(z * (z @ jax.hessian(f)(x)), axis=0)\n"),
+            ("a Python loop over the probes: right values, one copy of the product per probe",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jax.random.rademacher(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+             "    total = jnp.zeros_like(x)\n"
+             "    for i in range(num_probes):\n"
+             "        total = total + z[i] * jax.jvp(jax.grad(f), (x,), (z[i],))[1]\n"
+             "    return total / num_probes\n"),
+            ("the sum over the probes, not their mean",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jax.random.rademacher(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+             "    hz = jax.vmap(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(z)\n"
+             "    return jnp.sum(z * hz, axis=0)\n"),
+            ("normal probes instead of Rademacher ones",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jax.random.normal(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+             "    hz = jax.vmap(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(z)\n"
+             "    return jnp.mean(z * hz, axis=0)\n"),
+            ("one probe drawn from the key and repeated num_probes times",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jnp.tile(jax.random.rademacher(key, (x.shape[0],), dtype=x.dtype), (num_probes, 1))\n"
+             "    hz = jax.vmap(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(z)\n"
+             "    return jnp.mean(z * hz, axis=0)\n"),
+            ("z . (H z), the trace estimate, instead of z * (H z): a scalar",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jax.random.rademacher(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+             "    hz = jax.vmap(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(z)\n"
+             "    return jnp.mean(jnp.sum(z * hz, axis=1))\n"),
+            ("each probe from its own split key: not the probes the statement fixes",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    keys = jax.random.split(key, num_probes)\n"
+             "    z = jax.vmap(lambda k: jax.random.rademacher(k, x.shape, dtype=x.dtype))(keys)\n"
+             "    hz = jax.vmap(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(z)\n"
+             "    return jnp.mean(z * hz, axis=0)\n"),
         ],
     },
     "08_autodiff_gauss_newton_step": {
