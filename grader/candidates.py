@@ -43,14 +43,21 @@ def _candidate_cell(gid: str, index: int, source: str, test_id: str, test_source
 def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
                        skipped: set[tuple[str, int]] = frozenset(),
                        kernel_too: dict[str, set[int]] | None = None) -> dict:
-    """The instructor's notebook with candidate cells after each solution cell."""
+    """The instructor's notebook with candidate cells after each solution cell.
+
+    Lesson cells that nothing graded reads are left empty, as in a submission's graded
+    run (:func:`needed_lessons`): a notebook whose candidates hang runs again after
+    each hang, and its lessons were most of every rerun.
+    """
     nb = copy.deepcopy(source_nb)
     tests = _nb.test_sources(source_nb)
+    needed = needed_lessons(source_nb, candidates)
     cells = []
     for index, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
-        if _nb.is_test(cell) or _nb.is_try_it(nb["cells"], index):
+        if (_nb.is_test(cell) or _nb.is_try_it(nb["cells"], index)
+                or (cell.get("cell_type") == "code" and index not in needed)):
             cell["source"] = ""
         cells.append(cell)
         gid = _nb.meta(cell).get("grade_id")
@@ -69,6 +76,28 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
             break
     nb["cells"] = cells
     return nb
+
+
+def needed_lessons(source_nb: dict, candidates: dict[str, list[str]]) -> set[int]:
+    """The code cells of ``source_nb`` that its candidates' runs need: what
+    :func:`grader.lessons.needed_cells` keeps for the notebook with every candidate
+    as a solution cell of its own after its exercise's (a candidate may read a lesson's
+    name that the instructor's solution does not). Every code cell where the analysis
+    gives up."""
+    from grader.lessons import needed_cells
+
+    cells, where = [], {}
+    for index, cell in enumerate(source_nb["cells"]):
+        where[len(cells)] = index
+        cells.append(cell)
+        gid = _nb.meta(cell).get("grade_id")
+        if _nb.is_solution(cell) and gid in candidates:
+            for source in candidates[gid]:
+                cells.append({**copy.deepcopy(cell), "source": source})
+    keep, gave_up = needed_cells({**source_nb, "cells": cells})
+    if gave_up:
+        return {i for i, c in enumerate(source_nb["cells"]) if c.get("cell_type") == "code"}
+    return {where[i] for i in keep if i in where}
 
 
 def _candidate_of(key: str) -> str:
