@@ -263,6 +263,11 @@ def run_cell(page, cell, label: str, timeout_s: float = 120) -> None:
     A key press that does not start the cell (the prompt stays as it was) is repeated.
     """
     prompt = cell.locator(".jp-InputArea-prompt")
+    # A notebook still opening shows a spinner over its cells, which takes the click (the
+    # hub test failed so in CI: 60 s of "<div class=jp-Spinner> intercepts pointer events").
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('.jp-Spinner')].some(e => e.offsetParent !== null)",
+        timeout=timeout_s * 1000)
     before = prompt.inner_text().strip()
     deadline = time.monotonic() + timeout_s
     text = before
