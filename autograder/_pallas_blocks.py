@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 from autograder._check import Check, NotAFunction, explainer, run
 from autograder._feedback import call_signature, format_failure
+from autograder._pallas_interpret import pallas_eqns
 
 MAX_STEPS = 4096  # grid points evaluated per kernel
 MAX_FOUND = 20    # out-of-range indices kept
@@ -92,7 +93,7 @@ def pallas_equations(fn: Callable, args: Sequence = (), kwargs: dict | None = No
 
     program, arrays, array_kwargs = _bind(fn, args, kwargs)
     closed = jax.make_jaxpr(lambda *a, **k: call(program, a, k))(*arrays, **array_kwargs)
-    return list(_pallas_eqns(closed.jaxpr))
+    return list(pallas_eqns(closed.jaxpr))
 
 
 def block_size(block) -> int:
@@ -102,18 +103,6 @@ def block_size(block) -> int:
         return 1
     size = getattr(block, "block_size", block)
     return int(size) if isinstance(size, int) else -1
-
-
-def _pallas_eqns(jaxpr):
-    """Every ``pallas_call`` equation of ``jaxpr`` and of the jaxprs nested in it."""
-    from jax.extend.core import jaxprs_in_params
-
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "pallas_call":
-            yield eqn
-            continue
-        for sub in jaxprs_in_params(eqn.params):
-            yield from _pallas_eqns(sub)
 
 
 def assert_blocks_in_bounds(fn: Callable, args: Sequence = (), *, kwargs: dict | None = None,

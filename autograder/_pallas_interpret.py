@@ -35,20 +35,16 @@ def interpreted_jaxpr(jaxpr):
     return jaxpr.replace(eqns=eqns)
 
 
-def has_pallas_call(jaxpr) -> bool:
-    """Whether a ``pallas_call`` is anywhere in ``jaxpr`` (nested jaxprs included)."""
-    from jax.extend.core import ClosedJaxpr, Jaxpr
+def pallas_eqns(jaxpr):
+    """Every ``pallas_call`` equation of ``jaxpr`` and of the jaxprs nested in it."""
+    from jax.extend.core import jaxprs_in_params
 
-    if isinstance(jaxpr, ClosedJaxpr) and jaxpr.jaxpr is not jaxpr:
-        return has_pallas_call(jaxpr.jaxpr)
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "pallas_call":
-            return True
-        for value in eqn.params.values():
-            inner = value if isinstance(value, tuple) else (value,)
-            if any(isinstance(v, (Jaxpr, ClosedJaxpr)) and has_pallas_call(v) for v in inner):
-                return True
-    return False
+            yield eqn
+            continue
+        for sub in jaxprs_in_params(eqn.params):
+            yield from pallas_eqns(sub)
 
 
 def interpreting(fn: Callable) -> Callable:
@@ -69,7 +65,7 @@ def interpreting(fn: Callable) -> Callable:
             closed, shape = jax.make_jaxpr(fn, return_shape=True)(*args, **kwargs)
         except Exception:  # noqa: BLE001 - not traceable: no kernel can be switched
             return fn(*args, **kwargs)
-        if not has_pallas_call(closed):
+        if next(pallas_eqns(closed), None) is None:
             return fn(*args, **kwargs)
         flat = jaxpr_as_fun(interpreted_jaxpr(closed))(*jax.tree.leaves((args, kwargs)))
         return jax.tree.unflatten(jax.tree.structure(shape), flat)
