@@ -47,11 +47,15 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
 
     Lesson cells that nothing graded reads are left empty, as in a submission's graded
     run (:func:`needed_lessons`): a notebook whose candidates hang runs again after
-    each hang, and its lessons were most of every rerun.
+    each hang, and its lessons were most of every rerun. In a rerun, the solution cells
+    of exercises with no candidate left run only when a later cell reads them.
     """
     nb = copy.deepcopy(source_nb)
     tests = _nb.test_sources(source_nb)
-    needed = needed_lessons(source_nb, candidates)
+    remaining = {gid: [src for k, src in enumerate(sources) if (gid, k) not in skipped]
+                 for gid, sources in candidates.items()}
+    needed = needed_lessons(source_nb, {gid: s for gid, s in remaining.items() if s},
+                            finished={gid for gid, s in remaining.items() if not s})
     cells = []
     for index, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") == "code":
@@ -78,19 +82,31 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
     return nb
 
 
-def needed_lessons(source_nb: dict, candidates: dict[str, list[str]]) -> set[int]:
+def needed_lessons(source_nb: dict, candidates: dict[str, list[str]],
+                   finished: set[str] = frozenset()) -> set[int]:
     """The code cells of ``source_nb`` that its candidates' runs need: what
     :func:`grader.lessons.needed_cells` keeps for the notebook with every candidate
     as a solution cell of its own after its exercise's (a candidate may read a lesson's
     name that the instructor's solution does not). Every code cell where the analysis
-    gives up."""
+    gives up.
+
+    ``finished``: the grade ids of exercises whose candidates all have results (a rerun
+    after a hang). Their test cells do not run, and their solution cells count as
+    lessons: kept only when a later cell reads what they bind or they change state.
+    """
     from grader.lessons import needed_cells
 
     cells, where = [], {}
     for index, cell in enumerate(source_nb["cells"]):
         where[len(cells)] = index
-        cells.append(cell)
         gid = _nb.meta(cell).get("grade_id")
+        if gid in finished or (gid and gid.startswith("test_") and gid[5:] in finished):
+            # A plain cell for the analysis; a test cell never runs in a candidates' run.
+            cell = {**cell, "metadata": {},
+                    "source": "" if _nb.is_test(cell) else cell.get("source", "")}
+        elif _nb.is_try_it(source_nb["cells"], index):
+            cell = {**cell, "source": ""}  # never runs (and follows a solution cell)
+        cells.append(cell)
         if _nb.is_solution(cell) and gid in candidates:
             for source in candidates[gid]:
                 cells.append({**copy.deepcopy(cell), "source": source})

@@ -89,3 +89,55 @@ def test_candidate_cells_get_their_own_limit_and_the_judge_keeps_the_grading_one
                            Limits(cell_timeout=60.0), cell_timeout=5.0)
     assert seen == {"candidates": 5.0, "judge": 60.0}
     assert out[("a", 0)].kernel == {"passed": False, "message": "no verdict came back"}
+
+
+def _two_exercises(first_solution: str = "def f(x):\n    return x + 1\n") -> dict:
+    """setup, a lesson, exercise m_f (solution, try-it, test), a lesson, exercise m_g."""
+    import json
+
+    import nbformat
+
+    def exercise(gid, solution, test):
+        sol = nbformat.v4.new_code_cell(solution)
+        sol.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": gid}
+        tc = nbformat.v4.new_code_cell(test)
+        tc.metadata["nbgrader"] = {"grade": True, "solution": False,
+                                   "grade_id": f"test_{gid}", "points": 1}
+        return [sol, nbformat.v4.new_code_cell(f"print({gid[2:]}(3))\n"), tc]
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = ([nbformat.v4.new_code_cell("import course\ncourse.setup()\n"),
+                 nbformat.v4.new_code_cell("x_data = 2.0\n")]
+                + exercise("m_f", first_solution, "assert f(1) == 2\n")
+                + [nbformat.v4.new_code_cell("y_data = 3.0\n")]
+                + exercise("m_g", "def g(x):\n    return x * y_data\n",
+                           "assert g(x_data) == 6.0\n"))
+    return json.loads(nbformat.writes(nb))
+
+
+def _sources(nb: dict) -> list[str]:
+    from grader import notebook as _nb
+
+    return [_nb.text(c["source"]) for c in nb["cells"]]
+
+
+def test_a_rerun_leaves_out_the_exercises_whose_candidates_all_have_results():
+    nb = _two_exercises()
+    cands = {"m_f": ["def f(x):\n    return 1 + x\n"],
+             "m_g": ["def g(x):\n    return y_data * x\n", "def g(x):\n    return 6.0\n"]}
+    first = _sources(candidates.candidate_notebook(nb, cands))
+    assert any("return x + 1" in s for s in first)  # every solution runs the first time
+    # m_f's candidate and m_g's first have results: only m_g's second candidate is left.
+    rerun = _sources(candidates.candidate_notebook(nb, cands, {("m_f", 0), ("m_g", 0)}))
+    assert not any("return x + 1" in s for s in rerun)  # m_f's solution: nothing reads it
+    assert sum("_jaxcourse_candidate(" in s for s in rerun) == 1
+    assert any("y_data = 3.0" in s for s in rerun) and any("x_data = 2.0" in s for s in rerun)
+    assert any("return x * y_data" in s for s in rerun)
+
+
+def test_a_rerun_keeps_a_finished_solution_that_a_later_cell_reads():
+    nb = _two_exercises()
+    cands = {"m_f": ["def f(x):\n    return 1 + x\n"],
+             "m_g": ["def g(x):\n    return f(x) * y_data - 3.0\n"]}  # reads m_f's f
+    rerun = _sources(candidates.candidate_notebook(nb, cands, {("m_f", 0)}))
+    assert any("return x + 1" in s for s in rerun)
