@@ -73,8 +73,10 @@ lab: $(STAMP)
 	cd $(LAB_DIR) && jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/$(LAB_OPEN) --port=$(LAB_PORT) \
 	  $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
+# Every test's time (setup, call and teardown) goes to artifacts/pytest.xml: where the
+# suite's time goes, beyond the 30 slowest steps it prints.
 test: $(STAMP)
-	python -m pytest $(PYTEST_ARGS)
+	python -m pytest $(PYTEST_ARGS) --junitxml=artifacts/pytest.xml
 
 # The grading sandbox on a real kernel (docs/isolation.md): builds a Debian 12 guest
 # image (root, mmdebstrap, qemu-system-x86; cached in HOSTS_CACHE, rebuilt when
