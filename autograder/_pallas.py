@@ -101,6 +101,7 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
                             grid: Sequence[int] | None = None,
                             blocks: Sequence[Sequence[int]] | None = None,
                             inside: Sequence[str] = (), not_outside: Sequence[str] = (),
+                            not_inside: Sequence[str] = (),
                             max_reduce_depth: int | None = None, name: str | None = None,
                             section: str | None = None, hint: str | None = None,
                             fix: str | None = None) -> None:
@@ -122,6 +123,8 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
       blocks: block shape of every operand, inputs then outputs.
       inside: ops the kernels must compute (``"dot_general"``, ``"reduce"``).
       not_outside: ops that must not run outside the kernels.
+      not_inside: ops that no kernel may compute (a backward kernel that must read a
+        residual rather than compute it again: ``["exponential", "logistic"]``).
       max_reduce_depth: the longest chain of reductions feeding one another.
       name, section, hint, fix: how to name the call; what to reread; a likely cause
         and a fix replacing the defaults.
@@ -152,7 +155,7 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
              "grid": [int(g) for g in grid] if grid is not None else None,
              "blocks": [[int(d) for d in b] for b in blocks] if blocks is not None else None,
              "inside": list(inside), "not_outside": list(not_outside),
-             "max_reduce_depth": max_reduce_depth}
+             "not_inside": list(not_inside), "max_reduce_depth": max_reduce_depth}
     observe, expect = program_sides(lambda: programs_of((program, arrays, array_kwargs)))
     run(Check("kernel_structure", label, observe=observe, expect=expect,
               observe_as="artifact", expect_as="artifact",
@@ -178,11 +181,44 @@ def explain_kernel_check(observed, expected, *, label: str, rules: dict,
     if not isinstance(facts, dict):
         return format_failure(f"the grader could not read the kernels of {label}",
                               section=section)
-    message = explain_kernel_structure(facts, rules, name=label, section=section,
-                                       hint=hint, fix=fix)
+    message = (explain_kernel_structure(facts, rules, name=label, section=section,
+                                        hint=hint, fix=fix)
+               or explain_not_inside(facts, rules.get("not_inside") or (), name=label,
+                                     section=section, hint=hint, fix=fix))
     if message:
         return message
     return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
+
+
+def explain_not_inside(facts: dict, ops: Sequence[str], *, name: str = "the program",
+                       section: str | None = None, hint: str | None = None,
+                       fix: str | None = None) -> str | None:
+    """The message when a kernel computes one of ``ops``, or None (pure).
+
+    Read from each kernel's ``inside`` counts (:func:`collect_kernel_facts`); a compiled
+    kernel, whose body cannot be read, is not judged.
+
+    >>> facts = {"kernels": [{"inside": {"logistic": 1}}, {"inside": {"multiply": 3}}]}
+    >>> explain_not_inside(facts, ["exponential", "logistic"]) is None
+    False
+    >>> explain_not_inside({"kernels": facts["kernels"][1:]}, ["logistic"]) is None
+    True
+    """
+    kernels = facts.get("kernels") or []
+    for op in ops:
+        found = [(k, kernel["inside"][op]) for k, kernel in enumerate(kernels, 1)
+                 if isinstance(kernel.get("inside"), dict) and kernel["inside"].get(op)]
+        if found:
+            where = "; ".join(f"{n} in kernel {k} of {len(kernels)}" for k, n in found)
+            return format_failure(
+                f"{name} computes `{op}` inside its kernel",
+                expected=f"no `{op}` in any kernel of this program",
+                got=f"`{op}`: {where}",
+                cause=hint or "the kernel computes a value it could read from an input "
+                              "(a residual the forward pass already computed)",
+                fix=fix or "pass that value to the kernel and read it from its Ref",
+                section=section)
+    return None
 
 
 def _explain_export_error(observed, label: str, section: str | None) -> str | None:

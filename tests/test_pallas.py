@@ -354,6 +354,23 @@ def test_assert_raises_a_structure_failure_named_after_the_call():
     assert str(err.value).endswith("reread: section 1.3 BlockSpec")
 
 
+def test_assert_not_inside_names_the_kernel_that_computes_the_op():
+    """A backward kernel must read a residual, not compute it again (10_pallas ex. 8)."""
+    x = jnp.linspace(-2.0, 2.0, 20)
+    grad = jax.grad(lambda v: jnp.sum(pallas_sin(v)))          # one kernel, cos inside
+    assert assert_kernel_structure(grad, (x,), kernels=1, not_inside=["sine"]) is None
+    with pytest.raises(CheckFailure) as err:
+        assert_kernel_structure(grad, (x,), kernels=1, not_inside=["sine", "cosine"],
+                                name="the backward pass", section="6.2 custom_vjp",
+                                fix="read it from its Ref")
+    text = str(err.value)
+    assert text.startswith("the backward pass computes `cosine` inside its kernel")
+    assert "expected: no `cosine` in any kernel of this program" in text
+    assert "got:      `cosine`: 1 in kernel 1 of 1" in text
+    assert "likely cause: the kernel computes a value it could read from an input" in text
+    assert "fix: read it from its Ref" in text and text.endswith("reread: section 6.2 custom_vjp")
+
+
 def test_assert_turns_an_error_into_feedback():
     def broken(x, block):
         raise NotImplementedError()

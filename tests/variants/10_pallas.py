@@ -7,22 +7,42 @@ outside it, a block size ignored, two passes): the structure checks read those f
 the exported program.
 """
 
-# The kernels and custom_vjp of two silu_vjp answers that differ only in how their
-# `call(kernel, *arrays)` cuts x into blocks (rows of 128 lanes; 1-D blocks of 100).
-_SILU_VJP_KERNELS = (
-    "    def forward_kernel(x_ref, o_ref):\n"
-    "        v = x_ref[...]\n"
-    "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-    "    def backward_kernel(x_ref, g_ref, o_ref):\n"
+# Pieces of the silu_vjp answers below (exercise 8). `call(kernel, outputs, *arrays)`
+# runs one kernel over 1-D arrays like x in blocks of 128 and returns its `outputs`
+# arrays as a tuple; the forward kernel has two outputs, y and s = sigmoid(x); the
+# wiring saves (x, s) and pulls back through `backward_kernel(x_ref, s_ref, g_ref, o_ref)`.
+_SILU_CALL = (
+    "    def call(kernel, outputs, *arrays):\n"
+    "        spec = pl.BlockSpec((128,), lambda i: (i,))\n"
+    "        out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+    "        return pl.pallas_call(kernel, out_shape=(out,) * outputs,\n"
+    "                              grid=(pl.cdiv(x.shape[0], 128),),\n"
+    "                              in_specs=[spec] * len(arrays),\n"
+    "                              out_specs=(spec,) * outputs,\n"
+    "                              interpret=INTERPRET)(*arrays)\n")
+_SILU_FORWARD = (
+    "    def forward_kernel(x_ref, y_ref, s_ref):\n"
     "        v = x_ref[...]\n"
     "        s = jax.nn.sigmoid(v)\n"
-    "        o_ref[...] = g_ref[...] * (s + v * s * (1.0 - s))\n"
+    "        y_ref[...] = v * s\n"
+    "        s_ref[...] = s\n")
+_SILU_WIRING = (
     "    @jax.custom_vjp\n"
     "    def f(v):\n"
-    "        return call(forward_kernel, v)\n"
-    "    f.defvjp(lambda v: (call(forward_kernel, v), v),\n"
-    "             lambda v, g: (call(backward_kernel, v, g),))\n"
+    "        return call(forward_kernel, 2, v)[0]\n"
+    "    def f_fwd(v):\n"
+    "        y, s = call(forward_kernel, 2, v)\n"
+    "        return y, (v, s)\n"
+    "    f.defvjp(f_fwd, lambda res, g: call(backward_kernel, 1, *res, g))\n"
     "    return f(x)\n")
+# The kernels and custom_vjp of a correct answer, for a `call` of its own (the tile
+# layout below, and the 1-D blocks of 100 a TPU refuses).
+_SILU_VJP_KERNELS = (
+    _SILU_FORWARD
+    + "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+    "        v, s = x_ref[...], s_ref[...]\n"
+    "        o_ref[...] = g_ref[...] * (s + v * s * (1.0 - s))\n"
+    + _SILU_WIRING)
 
 # The grid and blocks of softmax_weighted_sum (exercise 9), as the statement asks them.
 _SWS_GRID = (
@@ -971,19 +991,21 @@ VARIANTS = {
     },
     "10_pallas_silu_vjp": {
         "correct": [
-            # The forward kernel also returns the sigmoid, kept as the residual.
+            # Residuals saved in a dict, s first (JAX lists the input x first anyway);
+            # blocks of 256; the sigmoid written out in its stable form.
             "def silu_vjp(x):\n"
             "    spec = pl.BlockSpec((256,), lambda i: (i,))\n"
             "    grid = (pl.cdiv(x.shape[0], 256),)\n"
             "    like = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
             "    def forward_kernel(x_ref, y_ref, s_ref):\n"
             "        v = x_ref[...]\n"
-            "        s = jax.nn.sigmoid(v)\n"
+            "        e = jnp.exp(-jnp.abs(v))\n"
+            "        s = jnp.where(v >= 0, 1.0 / (1.0 + e), e / (1.0 + e))\n"
             "        s_ref[...] = s\n"
             "        y_ref[...] = v * s\n"
-            "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
-            "        v, s = x_ref[...], s_ref[...]\n"
-            "        o_ref[...] = g_ref[...] * (s + v * s * (1.0 - s))\n"
+            "    def backward_kernel(s_ref, x_ref, g_ref, o_ref):\n"
+            "        s = s_ref[...]\n"
+            "        o_ref[...] = g_ref[...] * (s + x_ref[...] * s * (1.0 - s))\n"
             "    def forward(v):\n"
             "        return pl.pallas_call(forward_kernel, out_shape=(like, like), grid=grid,\n"
             "                              in_specs=[spec], out_specs=(spec, spec),\n"
@@ -993,38 +1015,51 @@ VARIANTS = {
             "        return forward(v)[0]\n"
             "    def f_fwd(v):\n"
             "        y, s = forward(v)\n"
-            "        return y, (v, s)\n"
+            "        return y, {\"s\": s, \"x\": v}\n"
             "    def f_bwd(res, g):\n"
-            "        v, s = res\n"
             "        return (pl.pallas_call(backward_kernel, out_shape=like, grid=grid,\n"
             "                               in_specs=[spec, spec, spec], out_specs=spec,\n"
-            "                               interpret=INTERPRET)(v, s, g),)\n"
+            "                               interpret=INTERPRET)(res[\"s\"], res[\"x\"], g),)\n"
             "    f.defvjp(f_fwd, f_bwd)\n"
             "    return f(x)\n",
-            # The custom_vjp function at the top of the cell; silu_vjp applies it. Blocks of
-            # 1024, a multiple of 8 x 128 (a TPU accepts it).
-            "def _silu_call(kernel, *arrays):\n"
+            # The custom_vjp function at the top of the cell, blocks of 1024 (a multiple of
+            # 8 x 128); the value alone from a one-output kernel, the forward function's y
+            # and s from a two-output one; the residuals saved as (s, x).
+            "def _silu_call(kernel, outputs, *arrays):\n"
             "    spec = pl.BlockSpec((1024,), lambda i: (i,))\n"
-            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
+            "    out = jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype)\n"
+            "    return pl.pallas_call(kernel, out_shape=(out,) * outputs,\n"
             "                          grid=(pl.cdiv(arrays[0].shape[0], 1024),),\n"
-            "                          in_specs=[spec] * len(arrays), out_specs=spec,\n"
+            "                          in_specs=[spec] * len(arrays), out_specs=(spec,) * outputs,\n"
             "                          interpret=INTERPRET)(*arrays)\n"
             "\n"
-            "def _silu_forward_kernel(x_ref, o_ref):\n"
+            "def _silu_value_kernel(x_ref, y_ref):\n"
             "    v = x_ref[...]\n"
-            "    o_ref[...] = v / (1.0 + jnp.exp(-v))\n"
+            "    y_ref[...] = v / (1.0 + jnp.exp(-v))\n"
             "\n"
-            "def _silu_backward_kernel(x_ref, g_ref, o_ref):\n"
+            "def _silu_forward_kernel(x_ref, y_ref, s_ref):\n"
             "    v = x_ref[...]\n"
             "    s = 1.0 / (1.0 + jnp.exp(-v))\n"
-            "    o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+            "    y_ref[...] = v * s\n"
+            "    s_ref[...] = s\n"
+            "\n"
+            "def _silu_backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+            "    s = s_ref[...]\n"
+            "    o_ref[...] = g_ref[...] * (s + x_ref[...] * (s - s * s))\n"
             "\n"
             "@jax.custom_vjp\n"
             "def _silu_custom(x):\n"
-            "    return _silu_call(_silu_forward_kernel, x)\n"
+            "    return _silu_call(_silu_value_kernel, 1, x)[0]\n"
             "\n"
-            "_silu_custom.defvjp(lambda x: (_silu_call(_silu_forward_kernel, x), x),\n"
-            "                    lambda x, g: (_silu_call(_silu_backward_kernel, x, g),))\n"
+            "def _silu_fwd(x):\n"
+            "    y, s = _silu_call(_silu_forward_kernel, 2, x)\n"
+            "    return y, (s, x)\n"
+            "\n"
+            "def _silu_bwd(res, g):\n"
+            "    s, x = res\n"
+            "    return _silu_call(_silu_backward_kernel, 1, x, s, g)\n"
+            "\n"
+            "_silu_custom.defvjp(_silu_fwd, _silu_bwd)\n"
             "\n"
             "def silu_vjp(x):\n"
             "    return _silu_custom(x)\n",
@@ -1033,141 +1068,193 @@ VARIANTS = {
             "    n = x.shape[0]\n"
             "    rows = pl.cdiv(n, 128)\n"
             "    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))\n"
-            "    def call(kernel, *arrays):\n"
+            "    def call(kernel, outputs, *arrays):\n"
             "        tiles = [jnp.pad(a, (0, rows * 128 - n)).reshape(rows, 128) for a in arrays]\n"
-            "        out = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((rows, 128), x.dtype),\n"
-            "                             grid=(pl.cdiv(rows, 8),), in_specs=[spec] * len(tiles),\n"
-            "                             out_specs=spec, interpret=INTERPRET)(*tiles)\n"
-            "        return out.reshape(-1)[:n]\n"
+            "        out = jax.ShapeDtypeStruct((rows, 128), x.dtype)\n"
+            "        results = pl.pallas_call(kernel, out_shape=(out,) * outputs,\n"
+            "                                 grid=(pl.cdiv(rows, 8),), in_specs=[spec] * len(tiles),\n"
+            "                                 out_specs=(spec,) * outputs,\n"
+            "                                 interpret=INTERPRET)(*tiles)\n"
+            "        return tuple(r.reshape(-1)[:n] for r in results)\n"
             + _SILU_VJP_KERNELS,
         ],
         "wrong": [
-            ("1-D blocks of 100: right values and kernels, but a block a TPU refuses",
+            ("saves x and s, but the backward kernel computes the sigmoid again instead of "
+             "reading s: right values and gradient, an exponential in the backward kernel",
              "def silu_vjp(x):\n"
-             "    spec = pl.BlockSpec((100,), lambda i: (i,))\n"
-             "    def call(kernel, *arrays):\n"
-             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
-             "                              grid=(pl.cdiv(x.shape[0], 100),),\n"
-             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
-             "                              interpret=INTERPRET)(*arrays)\n"
-             + _SILU_VJP_KERNELS),
-            ("no custom_vjp: jax.grad cannot differentiate a pallas_call",
-             "def silu_vjp(x):\n"
-             "    def kernel(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
-             "                          grid=(pl.cdiv(x.shape[0], 128),), in_specs=[spec],\n"
-             "                          out_specs=spec, interpret=INTERPRET)(x)\n"),
-            ("the backward pass in jnp (jax.vjp of jax.nn.silu): right gradient, no kernel",
-             "def silu_vjp(x):\n"
-             "    def kernel(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    def call(v):\n"
-             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(v.shape, v.dtype),\n"
-             "                              grid=(pl.cdiv(v.shape[0], 128),), in_specs=[spec],\n"
-             "                              out_specs=spec, interpret=INTERPRET)(v)\n"
-             "    @jax.custom_vjp\n"
-             "    def f(v):\n"
-             "        return call(v)\n"
-             "    f.defvjp(lambda v: (call(v), v), lambda v, g: jax.vjp(jax.nn.silu, v)[1](g))\n"
-             "    return f(x)\n"),
-            ("the derivative of the sigmoid used as the derivative of SiLU",
-             "def silu_vjp(x):\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    def call(kernel, *arrays):\n"
-             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
-             "                              grid=(pl.cdiv(arrays[0].shape[0], 128),),\n"
-             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
-             "                              interpret=INTERPRET)(*arrays)\n"
-             "    def fwd_k(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-             "    def bwd_k(x_ref, g_ref, o_ref):\n"
-             "        s = jax.nn.sigmoid(x_ref[...])\n"
-             "        o_ref[...] = g_ref[...] * s * (1.0 - s)\n"
-             "    @jax.custom_vjp\n"
-             "    def f(v):\n"
-             "        return call(fwd_k, v)\n"
-             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
-             "    return f(x)\n"),
-            ("the cotangent g ignored in the backward kernel",
-             "def silu_vjp(x):\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    def call(kernel, *arrays):\n"
-             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
-             "                              grid=(pl.cdiv(arrays[0].shape[0], 128),),\n"
-             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
-             "                              interpret=INTERPRET)(*arrays)\n"
-             "    def fwd_k(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-             "    def bwd_k(x_ref, g_ref, o_ref):\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
              "        v = x_ref[...]\n"
              "        s = jax.nn.sigmoid(v)\n"
-             "        o_ref[...] = s * (1.0 + v * (1.0 - s))\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+             + _SILU_WIRING),
+            ("saves x and s, but the backward kernel computes the sigmoid again as "
+             "(1 + tanh(x / 2)) / 2: a tanh in the backward kernel",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+             "        v = x_ref[...]\n"
+             "        s = 0.5 * (1.0 + jnp.tanh(0.5 * v))\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+             + _SILU_WIRING),
+            ("saves y as well as x and s: a residual the backward pass never reads",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+             "        v, s = x_ref[...], s_ref[...]\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
              "    @jax.custom_vjp\n"
              "    def f(v):\n"
-             "        return call(fwd_k, v)\n"
-             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
+             "        return call(forward_kernel, 2, v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        y, s = call(forward_kernel, 2, v)\n"
+             "        return y, (v, s, y)\n"
+             "    f.defvjp(f_fwd, lambda res, g: call(backward_kernel, 1, *res[:2], g))\n"
              "    return f(x)\n"),
-            ("the forward value from jnp: only the gradient runs in a kernel",
+            ("saves x only, and the backward kernel recomputes the sigmoid from it "
+             "(exercise 3's kernel on each side): right values and gradient",
              "def silu_vjp(x):\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    def bwd_k(x_ref, g_ref, o_ref):\n"
+             + _SILU_CALL
+             + "    def forward_kernel(x_ref, y_ref):\n"
+             "        v = x_ref[...]\n"
+             "        y_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    def backward_kernel(x_ref, g_ref, o_ref):\n"
              "        v = x_ref[...]\n"
              "        s = jax.nn.sigmoid(v)\n"
              "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
              "    @jax.custom_vjp\n"
              "    def f(v):\n"
-             "        return jax.nn.silu(v)\n"
-             "    def bwd(v, g):\n"
-             "        return (pl.pallas_call(bwd_k, out_shape=jax.ShapeDtypeStruct(v.shape, v.dtype),\n"
-             "                               grid=(pl.cdiv(v.shape[0], 128),), in_specs=[spec, spec],\n"
-             "                               out_specs=spec, interpret=INTERPRET)(v, g),)\n"
-             "    f.defvjp(lambda v: (jax.nn.silu(v), v), bwd)\n"
+             "        return call(forward_kernel, 1, v)[0]\n"
+             "    f.defvjp(lambda v: (call(forward_kernel, 1, v)[0], v),\n"
+             "             lambda v, g: call(backward_kernel, 1, v, g))\n"
              "    return f(x)\n"),
-            ("the backward kernel multiplies by s instead of s * (1 + x (1 - s))",
+            ("saves x and y, and the backward kernel gets s as y / x: NaN at x = 0",
              "def silu_vjp(x):\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    def call(kernel, *arrays):\n"
-             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(arrays[0].shape, arrays[0].dtype),\n"
-             "                              grid=(pl.cdiv(arrays[0].shape[0], 128),),\n"
-             "                              in_specs=[spec] * len(arrays), out_specs=spec,\n"
-             "                              interpret=INTERPRET)(*arrays)\n"
-             "    def fwd_k(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-             "    def bwd_k(x_ref, g_ref, o_ref):\n"
-             "        o_ref[...] = g_ref[...] * jax.nn.sigmoid(x_ref[...])\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    def backward_kernel(x_ref, y_ref, g_ref, o_ref):\n"
+             "        v, y = x_ref[...], y_ref[...]\n"
+             "        s = y / v\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
              "    @jax.custom_vjp\n"
              "    def f(v):\n"
-             "        return call(fwd_k, v)\n"
-             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (call(bwd_k, v, g),))\n"
+             "        return call(forward_kernel, 2, v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        y, s = call(forward_kernel, 2, v)\n"
+             "        return y, (v, y)\n"
+             "    f.defvjp(f_fwd, lambda res, g: call(backward_kernel, 1, *res, g))\n"
              "    return f(x)\n"),
-            ("the derivative from a kernel, times the cotangent g in jnp outside it: right "
-             "gradient, a multiply outside the kernels",
+            ("the derivative of the sigmoid, s * (1 - s), used as the derivative of SiLU",
              "def silu_vjp(x):\n"
-             "    spec = pl.BlockSpec((128,), lambda i: (i,))\n"
-             "    def call(kernel, v):\n"
-             "        return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(v.shape, v.dtype),\n"
-             "                              grid=(pl.cdiv(v.shape[0], 128),), in_specs=[spec],\n"
-             "                              out_specs=spec, interpret=INTERPRET)(v)\n"
-             "    def fwd_k(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        o_ref[...] = v * jax.nn.sigmoid(v)\n"
-             "    def slope_k(x_ref, o_ref):\n"
-             "        v = x_ref[...]\n"
-             "        s = jax.nn.sigmoid(v)\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+             "        s = s_ref[...]\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 - s)\n"
+             + _SILU_WIRING),
+            ("the slope from the backward kernel, times the cotangent g in jnp outside it: "
+             "right gradient, a multiply outside the kernels",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    def slope_kernel(x_ref, s_ref, o_ref):\n"
+             "        v, s = x_ref[...], s_ref[...]\n"
              "        o_ref[...] = s * (1.0 + v * (1.0 - s))\n"
              "    @jax.custom_vjp\n"
              "    def f(v):\n"
-             "        return call(fwd_k, v)\n"
-             "    f.defvjp(lambda v: (call(fwd_k, v), v), lambda v, g: (g * call(slope_k, v),))\n"
+             "        return call(forward_kernel, 2, v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        y, s = call(forward_kernel, 2, v)\n"
+             "        return y, (v, s)\n"
+             "    f.defvjp(f_fwd, lambda res, g: (g * call(slope_kernel, 1, *res)[0],))\n"
              "    return f(x)\n"),
+            ("s = jax.nn.sigmoid(x) in jnp, handed to a kernel that only multiplies: the "
+             "sigmoid outside the kernels",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + "    def forward_kernel(x_ref, s_ref, y_ref):\n"
+             "        y_ref[...] = x_ref[...] * s_ref[...]\n"
+             "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+             "        v, s = x_ref[...], s_ref[...]\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+             "    def forward(v):\n"
+             "        s = jax.nn.sigmoid(v)\n"
+             "        return call(forward_kernel, 1, v, s)[0], s\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return forward(v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        y, s = forward(v)\n"
+             "        return y, (v, s)\n"
+             "    f.defvjp(f_fwd, lambda res, g: call(backward_kernel, 1, *res, g))\n"
+             "    return f(x)\n"),
+            ("one kernel for both: the forward kernel returns y and SiLU's slope, saved as "
+             "the only residual, and the backward pass multiplies it by g in jnp",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + "    def kernel(x_ref, y_ref, d_ref):\n"
+             "        v = x_ref[...]\n"
+             "        s = jax.nn.sigmoid(v)\n"
+             "        y_ref[...] = v * s\n"
+             "        d_ref[...] = s * (1.0 + v * (1.0 - s))\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(kernel, 2, v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        y, d = call(kernel, 2, v)\n"
+             "        return y, d\n"
+             "    f.defvjp(f_fwd, lambda d, g: (g * d,))\n"
+             "    return f(x)\n"),
+            ("y and s from two forward kernels, each reading x again",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + "    def value_kernel(x_ref, y_ref):\n"
+             "        v = x_ref[...]\n"
+             "        y_ref[...] = v * jax.nn.sigmoid(v)\n"
+             "    def sigmoid_kernel(x_ref, s_ref):\n"
+             "        s_ref[...] = jax.nn.sigmoid(x_ref[...])\n"
+             "    def backward_kernel(x_ref, s_ref, g_ref, o_ref):\n"
+             "        v, s = x_ref[...], s_ref[...]\n"
+             "        o_ref[...] = g_ref[...] * s * (1.0 + v * (1.0 - s))\n"
+             "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(value_kernel, 1, v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        return call(value_kernel, 1, v)[0], (v, call(sigmoid_kernel, 1, v)[0])\n"
+             "    f.defvjp(f_fwd, lambda res, g: call(backward_kernel, 1, *res, g))\n"
+             "    return f(x)\n"),
+            ("the backward pass in jnp (jax.vjp of jax.nn.silu): right gradient, no second "
+             "kernel",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    @jax.custom_vjp\n"
+             "    def f(v):\n"
+             "        return call(forward_kernel, 2, v)[0]\n"
+             "    def f_fwd(v):\n"
+             "        y, s = call(forward_kernel, 2, v)\n"
+             "        return y, (v, s)\n"
+             "    f.defvjp(f_fwd, lambda res, g: jax.vjp(jax.nn.silu, res[0])[1](g))\n"
+             "    return f(x)\n"),
+            ("no custom_vjp: jax.grad cannot differentiate a pallas_call",
+             "def silu_vjp(x):\n"
+             + _SILU_CALL
+             + _SILU_FORWARD
+             + "    return call(forward_kernel, 2, x)[0]\n"),
+            ("1-D blocks of 100: right values and kernels, but a block a TPU refuses",
+             "def silu_vjp(x):\n"
+             "    spec = pl.BlockSpec((100,), lambda i: (i,))\n"
+             "    def call(kernel, outputs, *arrays):\n"
+             "        out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "        return pl.pallas_call(kernel, out_shape=(out,) * outputs,\n"
+             "                              grid=(pl.cdiv(x.shape[0], 100),),\n"
+             "                              in_specs=[spec] * len(arrays),\n"
+             "                              out_specs=(spec,) * outputs,\n"
+             "                              interpret=INTERPRET)(*arrays)\n"
+             + _SILU_VJP_KERNELS),
         ],
     },
     "10_pallas_softmax_weighted_sum": _SOFTMAX_WEIGHTED_SUM,
