@@ -131,6 +131,7 @@ from autograder._checkify import assert_checkify_errors
 from autograder._checkify import collect_checkify_errors
 from autograder._debugging import assert_callback_log
 from autograder._debugging import assert_plain_result
+from autograder._transfers import assert_no_implicit_transfers
 from autograder._debugging import collect_callback_log
 from autograder._flags import COURSE_FLAGS
 from autograder._flags import assert_flags_at_defaults
