@@ -65,7 +65,7 @@ def explain_memory_reduction(observed: dict, baseline: dict, *, factor: float, n
       expected: at most 1/4 of jax.grad(stack_loss)'s 3.81 MiB, i.e. 0.95 MiB
       got:      3.72 MiB (1.03x less than without checkpointing)
       likely cause: every layer's activations are still kept for the backward pass: the checkpoint is missing, wraps the whole loss (which recomputes everything and then saves it all again), or sits inside an unrolled Python loop that XLA is free to reschedule
-      fix: checkpoint the body of the lax.scan over layers: lax.scan(jax.checkpoint(block), h, params)
+      fix: list what reverse mode keeps with jax.ad_checkpoint.print_saved_residuals, and put jax.checkpoint around the computations whose intermediates should be recomputed in the backward pass instead
     """
     temp, base = observed.get("temp_bytes"), baseline.get("temp_bytes")
     if temp is None or base is None or temp < 0 or base < 0:
@@ -85,8 +85,9 @@ def explain_memory_reduction(observed: dict, baseline: dict, *, factor: float, n
                       "checkpoint is missing, wraps the whole loss (which recomputes "
                       "everything and then saves it all again), or sits inside an unrolled "
                       "Python loop that XLA is free to reschedule",
-        fix=fix or "checkpoint the body of the lax.scan over layers: "
-                   "lax.scan(jax.checkpoint(block), h, params)",
+        fix=fix or "list what reverse mode keeps with jax.ad_checkpoint.print_saved_residuals, "
+                   "and put jax.checkpoint around the computations whose intermediates should "
+                   "be recomputed in the backward pass instead",
         section=section)
 
 

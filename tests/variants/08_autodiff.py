@@ -530,48 +530,144 @@ VARIANTS = {
              "    return solve(theta, x_init)\n"),
         ],
     },
-    "08_autodiff_remat_stack_loss": {
+    "08_autodiff_remat_every": {
         "correct": [
-            "def remat_stack_loss(params, x):\n"
-            "    h, _ = lax.scan(jax.remat(block, prevent_cse=False), x, params)\n"
+            # A Python loop over the groups; each checkpointed group runs its blocks in a
+            # Python loop (the last group's slice is shorter by itself).
+            "def remat_every(params, x, k):\n"
+            "    L = params['w1'].shape[0]\n"
+            "    def group(h, layers):\n"
+            "        for i in range(layers['w1'].shape[0]):\n"
+            "            h, _ = block(h, {'w1': layers['w1'][i], 'w2': layers['w2'][i]})\n"
+            "        return h\n"
+            "    h = x\n"
+            "    for start in range(0, L, k):\n"
+            "        h = jax.checkpoint(group)(h, jax.tree.map(lambda p: p[start:start + k], params))\n"
             "    return jnp.mean(h ** 2)\n",
-            "def remat_stack_loss(params, x):\n"
-            "    @functools.partial(jax.checkpoint, policy=jax.checkpoint_policies.nothing_saveable)\n"
-            "    def body(h, layer):\n"
-            "        return block(h, layer)\n"
-            "    h, _ = lax.scan(body, x, params)\n"
-            "    return jnp.mean(h ** 2)\n",
+            # Two levels: each group checkpointed, and each block inside it too.
+            "def remat_every(params, x, k):\n"
+            "    L = params['w1'].shape[0]\n"
+            "    n = L // k\n"
+            "    def group(h, layers):\n"
+            "        return lax.scan(jax.checkpoint(block), h, layers)[0], None\n"
+            "    group = jax.remat(group, prevent_cse=False)\n"
+            "    full = {name: p[:n * k].reshape((n, k) + p.shape[1:]) for name, p in params.items()}\n"
+            "    h, _ = lax.scan(group, x, full)\n"
+            "    if L % k:\n"
+            "        h, _ = group(h, {name: p[n * k:] for name, p in params.items()})\n"
+            "    return jnp.mean(jnp.square(h))\n",
+            # A fori_loop over the group indices, each group sliced with dynamic_slice.
+            "def remat_every(params, x, k):\n"
+            "    L = params['w1'].shape[0]\n"
+            "    @jax.checkpoint\n"
+            "    def group(h, layers):\n"
+            "        return lax.scan(block, h, layers)[0]\n"
+            "    def body(g, h):\n"
+            "        return group(h, jax.tree.map(lambda p: lax.dynamic_slice_in_dim(p, g * k, k), params))\n"
+            "    h = lax.fori_loop(0, L // k, body, x)\n"
+            "    if L % k:\n"
+            "        h = group(h, jax.tree.map(lambda p: p[L - L % k:], params))\n"
+            "    return jnp.sum(h * h) / h.size\n",
+            # Zero blocks appended to fill the last group: a zero block is the identity
+            # (h + gelu(h @ 0) @ 0 = h), so the value, the gradient and the groups' inputs
+            # are those of the shorter last group.
+            "def remat_every(params, x, k):\n"
+            "    L = params['w1'].shape[0]\n"
+            "    G = -(-L // k)\n"
+            "    def pad(p):\n"
+            "        zeros = jnp.zeros((G * k - L,) + p.shape[1:], p.dtype)\n"
+            "        return jnp.concatenate([p, zeros]).reshape((G, k) + p.shape[1:])\n"
+            "    body = jax.checkpoint(lambda h, layers: (lax.scan(block, h, layers)[0], None))\n"
+            "    h, _ = lax.scan(body, x, jax.tree.map(pad, params))\n"
+            "    return jnp.vdot(h, h) / h.size\n",
         ],
         "wrong": [
-            ("no checkpoint: every block's activations are kept",
-             "def remat_stack_loss(params, x):\n"
-             "    h, _ = lax.scan(block, x, params)\n"
+            ("checkpoints every block (section 5.2's answer): keeps the input of every block",
+             "def remat_every(params, x, k):\n"
+             "    h, _ = lax.scan(jax.checkpoint(block), x, params)\n"
              "    return jnp.mean(h ** 2)\n"),
-            ("checkpoints the whole loss: the backward pass recomputes everything, then keeps it all",
-             "def remat_stack_loss(params, x):\n"
-             "    return jax.checkpoint(stack_loss)(params, x)\n"),
-            ("checkpointed blocks in an unrolled Python loop: XLA reschedules the recomputation",
-             "def remat_stack_loss(params, x):\n"
+            ("groups without a checkpoint: every block's activations are kept",
+             "def remat_every(params, x, k):\n"
              "    h = x\n"
-             "    for i in range(params['w1'].shape[0]):\n"
-             "        h, _ = jax.checkpoint(block)(h, {'w1': params['w1'][i], 'w2': params['w2'][i]})\n"
+             "    for start in range(0, params['w1'].shape[0], k):\n"
+             "        h, _ = lax.scan(block, h, jax.tree.map(lambda p: p[start:start + k], params))\n"
              "    return jnp.mean(h ** 2)\n"),
-            ("checkpoint with everything_saveable: nothing is recomputed",
-             "def remat_stack_loss(params, x):\n"
-             "    body = jax.checkpoint(block, policy=jax.checkpoint_policies.everything_saveable)\n"
-             "    h, _ = lax.scan(body, x, params)\n"
+            ("checkpoints the whole loss: keeps only x, and the backward pass keeps everything",
+             "def remat_every(params, x, k):\n"
+             "    return jax.checkpoint(stack_loss)(params, x)\n"),
+            ("k groups of L // k blocks instead of groups of k blocks",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    size = -(-L // k)\n"
+             "    h = x\n"
+             "    for start in range(0, L, size):\n"
+             "        h, _ = jax.checkpoint(lambda h, ps: lax.scan(block, h, ps))(h, jax.tree.map(lambda p: p[start:start + size], params))\n"
              "    return jnp.mean(h ** 2)\n"),
-            ("checkpoints only the gelu: its input and output are still kept per layer",
-             "def remat_stack_loss(params, x):\n"
-             "    def body(h, layer):\n"
-             "        z = h @ layer['w1']\n"
-             "        return h + jax.checkpoint(jax.nn.gelu)(z) @ layer['w2'], None\n"
-             "    h, _ = lax.scan(body, x, params)\n"
+            ("the shorter group first: the groups start at blocks 0, L % k, L % k + k, ...",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    starts = sorted({0} | set(range(L % k, L, k)))\n"
+             "    def group(h, layers):\n"
+             "        for i in range(layers['w1'].shape[0]):\n"
+             "            h, _ = block(h, {'w1': layers['w1'][i], 'w2': layers['w2'][i]})\n"
+             "        return h\n"
+             "    h = x\n"
+             "    for a, b in zip(starts, starts[1:] + [L]):\n"
+             "        h = jax.checkpoint(group)(h, jax.tree.map(lambda p: p[a:b], params))\n"
              "    return jnp.mean(h ** 2)\n"),
-            ("the dots policy: keeps the pre-activations, 3x less memory instead of 4x",
-             "def remat_stack_loss(params, x):\n"
-             "    body = jax.checkpoint(block, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)\n"
-             "    h, _ = lax.scan(body, x, params)\n"
+            ("the blocks left over when k does not divide L are not checkpointed",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    n = L // k\n"
+             "    body = jax.checkpoint(lambda h, layers: (lax.scan(block, h, layers)[0], None))\n"
+             "    h, _ = lax.scan(body, x, jax.tree.map(lambda p: p[:n * k].reshape((n, k) + p.shape[1:]), params))\n"
+             "    h, _ = lax.scan(block, h, jax.tree.map(lambda p: p[n * k:], params))\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("the blocks left over when k does not divide L are dropped",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    n = L // k\n"
+             "    body = jax.checkpoint(lambda h, layers: (lax.scan(block, h, layers)[0], None))\n"
+             "    h, _ = lax.scan(body, x, jax.tree.map(lambda p: p[:n * k].reshape((n, k) + p.shape[1:]), params))\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("the blocks left over are added to the last full group, which is then longer",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    starts = list(range(0, L - L % k, k)) if L >= k else [0]\n"
+             "    def group(h, layers):\n"
+             "        for i in range(layers['w1'].shape[0]):\n"
+             "            h, _ = block(h, {'w1': layers['w1'][i], 'w2': layers['w2'][i]})\n"
+             "        return h\n"
+             "    h = x\n"
+             "    for a, b in zip(starts, starts[1:] + [L]):\n"
+             "        h = jax.checkpoint(group)(h, jax.tree.map(lambda p: p[a:b], params))\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("the dots policy on each group: the pre-activations of every block are saved",
+             "def remat_every(params, x, k):\n"
+             "    h = x\n"
+             "    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable\n"
+             "    for start in range(0, params['w1'].shape[0], k):\n"
+             "        h, _ = jax.checkpoint(lambda h, ps: lax.scan(block, h, ps), policy=policy)(\n"
+             "            h, jax.tree.map(lambda p: p[start:start + k], params))\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("w2 behind lax.stop_gradient: the value and the groups are right, the gradient "
+             "for w2 is zero",
+             "def remat_every(params, x, k):\n"
+             "    def group(h, layers):\n"
+             "        for i in range(layers['w1'].shape[0]):\n"
+             "            h, _ = block(h, {'w1': layers['w1'][i], 'w2': lax.stop_gradient(layers['w2'][i])})\n"
+             "        return h\n"
+             "    h = x\n"
+             "    for start in range(0, params['w1'].shape[0], k):\n"
+             "        h = jax.checkpoint(group)(h, jax.tree.map(lambda p: p[start:start + k], params))\n"
+             "    return jnp.mean(h ** 2)\n"),
+            ("each group a lax.scan of its own in an unrolled Python loop: on the CPU backend the "
+             "compiled gradient needs about as much memory as without checkpointing",
+             "def remat_every(params, x, k):\n"
+             "    group = jax.checkpoint(lambda h, layers: lax.scan(block, h, layers)[0])\n"
+             "    h = x\n"
+             "    for start in range(0, params['w1'].shape[0], k):\n"
+             "        h = group(h, jax.tree.map(lambda p: p[start:start + k], params))\n"
              "    return jnp.mean(h ** 2)\n"),
         ],
     },
