@@ -4,7 +4,7 @@ The mutation tool (``python -m autograder mutants``) and the variant tests need
 verdicts on dozens of answers per exercise; a notebook run per answer would take an
 hour per module. Here the instructor's notebook runs once, in a sandbox; right after
 each exercise's solution cell, one cell per candidate answer runs
-``autograder._check.run_candidate``: the candidate is defined in a copy of the
+``autograder.core.check.run_candidate``: the candidate is defined in a copy of the
 notebook's namespace and the exercise's test cell runs on it, once as the student's
 kernel runs it (a verdict) and once as the grading sandbox runs it (records). The
 records are judged here against the reference run's, exactly as a submission's are
@@ -18,7 +18,7 @@ import copy
 import dataclasses
 import json
 
-from autograder import _wire
+from autograder.core import wire as _wire
 from grader import judge as _judge
 from grader import notebook as _nb
 from grader import programs as _programs
@@ -35,7 +35,7 @@ def _candidate_cell(gid: str, index: int, source: str, test_id: str, test_source
                     kernel: bool) -> dict:
     return {"cell_type": "code", "execution_count": None, "outputs": [],
             "metadata": {"jaxcourse_candidate": [gid, index]},
-            "source": ("from autograder._check import run_candidate as _jaxcourse_candidate\n"
+            "source": ("from autograder.core.check import run_candidate as _jaxcourse_candidate\n"
                        f"_jaxcourse_candidate({gid!r}, {index}, {source!r}, {test_id!r}, "
                        f"{test_source!r}, globals(), kernel={kernel!r})\n")}
 
@@ -74,8 +74,8 @@ def candidate_notebook(source_nb: dict, candidates: dict[str, list[str]],
                                                  kernel))
     for cell in cells:
         if cell.get("cell_type") == "code":
-            cell["source"] = ("import autograder, autograder._check\n"
-                              "autograder._check.configure('student')\n"
+            cell["source"] = ("import autograder, autograder.core.check\n"
+                              "autograder.core.check.configure('student')\n"
                               + _nb.text(cell["source"]))
             break
     nb["cells"] = cells

@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from autograder import _check, _wire
-from autograder._feedback import format_failure, safe_error_type
+from autograder.core import check as _check, wire as _wire
+from autograder.core.feedback import format_failure, safe_error_type
 
 
 def _without_text(observation: _wire.Observation) -> _wire.Observation:

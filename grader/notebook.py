@@ -6,7 +6,7 @@ wins; a missing one gets the release stub). Outputs, metadata, the kernel, edite
 deleted test cells and extra files of the submission change nothing.
 
 In the sandbox every graded test cell runs its whole source (visible and hidden
-checks: the exercise's single definition) through ``autograder._check.run_test_cell``,
+checks: the exercise's single definition) through ``autograder.core.check.run_test_cell``,
 in a private namespace, recording what each check observed; try-it cells do not run,
 nor do lesson cells that nothing graded depends on (``grader.lessons``); the notebook
 that runs is built by ``grader.runner.sandbox_notebook``.

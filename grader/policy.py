@@ -60,6 +60,27 @@ _WRITE_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "symlink_to", 
 # ``io.FileIO``, ``os.fdopen``. Reading is not tampering; writing is (probe files).
 _OPENERS = {"open", "FileIO", "fdopen"}
 _JAX_PRIVATE = {"_src", "monitoring", "_config", "lib"}
+def _submodules(package: str) -> frozenset[str]:
+    """The modules and subpackages of ``package``, found without importing it."""
+    import importlib.util
+    import pkgutil
+
+    spec = importlib.util.find_spec(package)
+    where = list(spec.submodule_search_locations or []) if spec else []
+    return frozenset(name for _, name, _ in pkgutil.iter_modules(where))
+
+
+# The grader's own modules: every submodule of ``autograder`` (its subpackages hold the
+# checks; students use only the names the package itself exports) and the private
+# modules of ``course``.
+_PRIVATE_SUBMODULES = {"autograder": _submodules("autograder"), "course": frozenset()}
+
+
+def _private(package: str, name: str) -> bool:
+    """Is ``package.name`` one of the grader's private modules or names?"""
+    return name.startswith("_") or name in _PRIVATE_SUBMODULES.get(package, frozenset())
+
+
 _LIBRARY_ALIASES = {"jax", "jnp", "np", "numpy", "lax", "optax", "course", "autograder",
                     "random", "jr", "plt", "pl", "functools", "math", "sys", "os"}
 
@@ -109,7 +130,7 @@ class _Scan(ast.NodeVisitor):
         module = node.module or ""
         self._import(node, module)
         for alias in node.names:
-            if module in ("autograder", "course") and alias.name.startswith("_"):
+            if module in ("autograder", "course") and _private(module, alias.name):
                 self.flag(node, f"imports the private {module}.{alias.name}")
             if module == "jax" and alias.name in _JAX_PRIVATE:
                 self.flag(node, f"imports jax.{alias.name}")
@@ -122,7 +143,8 @@ class _Scan(ast.NodeVisitor):
         parts = module.split(".")
         if parts[0] in _MODULES:
             self.flag(node, f"imports {module}")
-        if parts[0] in ("autograder", "course") and any(p.startswith("_") for p in parts[1:]):
+        if parts[0] in ("autograder", "course") and len(parts) > 1 and (
+                _private(parts[0], parts[1]) or any(p.startswith("_") for p in parts[1:])):
             self.flag(node, f"imports the private module {module}")
         if parts[0] == "jax" and any(p in _JAX_PRIVATE for p in parts[1:]):
             self.flag(node, f"imports {module}")
@@ -198,7 +220,9 @@ class _Scan(ast.NodeVisitor):
             self.flag(node, f"uses sys.{attr}")
         if root == "os" and attr in _OS and isinstance(node.value, ast.Name):
             self.flag(node, f"uses os.{attr}")
-        if root in ("autograder", "course") and attr.startswith("_"):
+        if (root in ("autograder", "course") and isinstance(node.value, ast.Name)
+                and _private(root, attr)) or (root in ("autograder", "course")
+                                             and attr.startswith("_")):
             self.flag(node, f"uses the private {root}.{attr}")
         if root == "jax" and attr in _JAX_PRIVATE and isinstance(node.value, ast.Name):
             self.flag(node, f"uses jax.{attr}")

@@ -2,18 +2,18 @@
 
 Structure checks (op counts, loops, donation, collectives, memory) record the
 student's function exported with ``jax.export``. Those bytes are judged here: in a
-second sandbox that runs no student Python, ``autograder._artifacts.judge_main``
+second sandbox that runs no student Python, ``autograder.programs.artifacts.judge_main``
 deserializes each program, refuses ops outside the allowlist, runs it on the
 *grader's* inputs (the reference run's, never the ones the submission recorded) and
 derives the facts. The facts and outputs come back as typed data.
 """
 from __future__ import annotations
 
-from autograder import _wire
+from autograder.core import wire as _wire
 from grader import judge as _judge
 from grader import sandbox as _sandbox
 
-_DRIVER = ("from autograder._artifacts import judge_main\n"
+_DRIVER = ("from autograder.programs.artifacts import judge_main\n"
            "judge_main('.')\n")
 
 

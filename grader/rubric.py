@@ -18,7 +18,7 @@ in the sentence) or declared not a rule, with the reason, in the same place::
 A requirement that cannot be judged is reworded as advice in the statement, never
 left as a rule. An exercise's points are earned when every item passes (nbgrader
 scores a test cell as a whole); the feedback of a failing check names the items bound
-to it (``autograder._rubric``: the reference run records them).
+to it (``autograder.core.rubric``: the reference run records them).
 
 ``python -m autograder rubric MODULE`` prints the table; ``tests/test_rubric.py``
 fails on a requirement without a check, a quote that is not in the statement, a check
@@ -35,7 +35,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from autograder import _rubric
+from autograder.core import rubric as _rubric
 from grader import notebook
 
 _TRIGGER = re.compile(r"\b(must|use|do not|don't|does not|without|never|leaves?\b.{0,60}\bas\b)",

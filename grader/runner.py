@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from autograder._feedback import format_failure
+from autograder.core.feedback import format_failure
 from grader import judge as _judge
 from grader import notebook as _nb
 from grader import sandbox as _sandbox
@@ -59,15 +59,15 @@ def sandbox_notebook(rebuilt: dict, role: str, skipped: dict[int, str] | None = 
             cell.setdefault("metadata", {})[_nb.TEST_TAG] = test_id
             visible, hidden = _nb.split_hidden(_nb.text(cell["source"]))
             cell["source"] = ("" if test_id in skipped_tests else
-                              "from autograder._check import run_test_cell as _jaxcourse_test\n"
+                              "from autograder.core.check import run_test_cell as _jaxcourse_test\n"
                               f"_jaxcourse_test({test_id!r}, {visible!r}, globals(), "
                               f"{hidden!r}, seed={seed!r})\n")
     # The whole check library is imported here, before any student code: the references
     # it captures at import (numpy functions, the jit type) are the real ones. The seed
     # is not: each test cell carries it for its own draws (sandbox.child runs test cells
     # outside the kernel's history).
-    switch = ("import autograder, autograder._check\n"
-              f"autograder._check.configure({role!r}, text_limit={int(text_limit)})\n")
+    switch = ("import autograder, autograder.core.check\n"
+              f"autograder.core.check.configure({role!r}, text_limit={int(text_limit)})\n")
     for cell in cells:
         if cell.get("cell_type") == "code":
             cell["source"] = switch + _nb.text(cell["source"])

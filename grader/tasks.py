@@ -39,7 +39,7 @@ def _decoded_reference(ref: dict, tests: list[str]):
 
 
 def _derived_to_hex(derived: dict) -> str:
-    from autograder import _wire
+    from autograder.core import wire as _wire
 
     records = tuple(_wire.Record("derived", k, {}, v) for k, v in derived.items())
     raw_json, raw_npz = _wire.dumps(_wire.CellResult("derived", records))
@@ -47,7 +47,7 @@ def _derived_to_hex(derived: dict) -> str:
 
 
 def _derived_from_hex(text: str | None) -> dict:
-    from autograder import _wire
+    from autograder.core import wire as _wire
 
     if not text:
         return {}
@@ -174,7 +174,8 @@ def reference_key(course: Path, assignment: str, name: str, limits, seed=None) -
     lib = Path(autograder.__file__).parent
     parts = [(Path(course) / "source" / assignment / name).read_bytes(),
              json.dumps(dataclasses.asdict(limits)), str(seed)]
-    parts += [p.read_bytes() for p in sorted(lib.glob("*.py"))]
+    parts += [str(p.relative_to(lib)).encode() + p.read_bytes()
+              for p in sorted(lib.rglob("*.py"))]
     return digest(*parts)
 
 

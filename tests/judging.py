@@ -8,7 +8,7 @@ import contextlib
 @contextlib.contextmanager
 def recorded(role):
     """The records a check writes in a grading sandbox of this role."""
-    from autograder import _check
+    from autograder.core import check as _check
 
     saved = dict(_check._state)
     _check.configure(role)
@@ -23,7 +23,8 @@ def recorded(role):
 def judge_programs(ref_records, student_records):
     """What the grader does: derive every program from its bytes (the reference's inputs
     and params for both sides), then judge the student's records against the reference's."""
-    from autograder import _artifacts, _check, _wire
+    from autograder.programs import artifacts as _artifacts
+    from autograder.core import check as _check, wire as _wire
     from grader.judge import judge_cell
 
     ref = _wire.loads(*_wire.dumps(_wire.CellResult("t", tuple(ref_records))))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from autograder._artifacts import static_facts
+from autograder.programs.artifacts import static_facts
 from tests.test_jaxpr import graded
 from autograder import (CheckFailure, assert_arrays_at_most, assert_memory_reduced, assert_node,
                         assert_saved_residuals, collect_array_sizes, collect_memory,
@@ -74,7 +74,7 @@ def test_array_sizes_read_every_element_type(fn):
 
 
 def test_array_sizes_read_float8_and_encodings_from_text_alone():
-    from autograder._array_sizes import largest_array
+    from autograder.programs.array_sizes import largest_array
 
     text = ("%0 = stablehlo.convert %a : (tensor<64x64xf32>) -> tensor<64x64xf8E4M3FN>\n"
             "%1 = stablehlo.add %b, %b : tensor<128x128xcomplex<f64>, #enc>\n")

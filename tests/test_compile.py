@@ -1,4 +1,4 @@
-"""Tests for autograder._compile: counting compilations and explaining recompiles."""
+"""Tests for autograder.jit.compile: counting compilations and explaining recompiles."""
 from __future__ import annotations
 
 import functools

@@ -50,7 +50,7 @@ def test_float32_tolerances_have_a_floor_only_where_jax_computes_on_an_accelerat
     on a CPU, and for other dtypes, the test cell's tolerance stands."""
     import numpy as np
 
-    from autograder._numeric import collect_tree_mismatches
+    from autograder.core.numeric import collect_tree_mismatches
 
     got, ref = np.float32([0.0600098]), np.float32([0.06])  # 07's schedule on a TPU
     assert collect_tree_mismatches(got, ref, rtol=1e-5)  # on this CPU: a mismatch

@@ -1,4 +1,4 @@
-"""Tests for the debugging chapter's checks (09_debugging): autograder._flags,
+"""Tests for the debugging chapter's checks (09_debugging): autograder.debugging.flags,
 _debugging, _checkify, _recompiles, _traces and _exported.
 
 Each check passes on a correct input and fails, with its teaching message asserted,
@@ -25,12 +25,12 @@ from autograder import (COURSE_FLAGS, CheckFailure, assert_cache_miss_report,
                         assert_no_retraces, assert_plain_result, assert_profile_written,
                         collect_checkify_errors, collect_flags, collect_retraces, dot_facts,
                         read_trace_events, scope_facts, trace_facts)
-from autograder._checkify import explain_checkify_errors, split_mapped_errors
-from autograder._debugging import explain_callback_log, explain_plain
-from autograder._exported import explain_dots, explain_scopes
-from autograder._cache_misses import explain_cache_miss_report
-from autograder._recompiles import describe_miss, explain_retraces, stable_miss_lines
-from autograder._traces import explain_profile
+from autograder.debugging.checkify import explain_checkify_errors, split_mapped_errors
+from autograder.debugging.callbacks import explain_callback_log, explain_plain
+from autograder.programs.exported import explain_dots, explain_scopes
+from autograder.debugging.cache_misses import explain_cache_miss_report
+from autograder.jit.recompiles import describe_miss, explain_retraces, stable_miss_lines
+from autograder.debugging.traces import explain_profile
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Tests for autograder._donation: a jitted function that must keep its inputs.
+"""Tests for autograder.jit.donation: a jitted function that must keep its inputs.
 
 Donation is read from ``Lowered.args_info`` (lowering only: nothing runs, nothing is
 deleted). Messages are asserted on.

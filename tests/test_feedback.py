@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from autograder import format_failure, quiet
-from autograder._feedback import call_signature, describe_value
+from autograder.core.feedback import call_signature, describe_value
 from tests.conftest import REPO
 
 
@@ -81,7 +81,7 @@ def test_ipython_traceback_hides_library_frames():
     from IPython.core.interactiveshell import InteractiveShell
 
     from autograder import assert_tree_matches
-    from autograder._feedback import CheckFailure
+    from autograder.core.feedback import CheckFailure
 
     shell = InteractiveShell.instance()
     try:
@@ -89,6 +89,6 @@ def test_ipython_traceback_hides_library_frames():
     except CheckFailure as err:
         text = "\n".join(err._render_traceback_())
     assert "f(x) has wrong values" in text
-    assert "autograder/_numeric.py" not in text and "autograder/_feedback.py" not in text
+    assert "autograder/core/numeric.py" not in text and "autograder/core/feedback.py" not in text
     assert "test_feedback.py" in text  # the caller's own frame stays
     del shell

@@ -91,7 +91,7 @@ def test_numerical_gradients_run_on_the_cpu_where_jax_computes_on_an_accelerator
     # A TPU has no float64, and central differences in float32 miss by 0.4-1.3 %: where
     # the default backend is an accelerator, both sides of the comparison run on the
     # CPU backend. Faked here by the backend's name (this machine has only a CPU).
-    from autograder._grads import _float64
+    from autograder.autodiff.grads import _float64
 
     with _float64():
         assert jax.config.jax_default_device is None  # a CPU: only float64 changes
@@ -134,7 +134,7 @@ def test_a_kernel_compiled_for_the_accelerator_is_interpreted_on_the_cpu(monkeyp
     # backend's name: on this CPU a kernel with interpret=False fails the same way (the
     # float32 call before it runs on the TPU itself there, so only the float64 side is
     # called here).
-    from autograder._grads import collect_directional, collect_finite_differences
+    from autograder.autodiff.grads import collect_directional, collect_finite_differences
 
     silu = _silu_kernels(interpret=False)
     x = jnp.linspace(-4.0, 4.0, 16, dtype=jnp.float32)

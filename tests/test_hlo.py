@@ -1,4 +1,4 @@
-"""Tests for autograder._hlo: StableHLO op counts, donation, and what a text is."""
+"""Tests for autograder.programs.hlo: StableHLO op counts, donation, and what a text is."""
 from __future__ import annotations
 
 import functools

@@ -109,8 +109,35 @@ def test_lower_layers_never_import_the_grader():
 def test_the_graph_reader_finds_circles_and_arrows():
     graph = import_graph()
     assert "grader.notebook" in graph["grader.runner"]
-    assert "autograder._check" in graph["autograder._numeric"]
+    assert "autograder.core.check" in graph["autograder.core.numeric"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def package_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """subpackage of ``package`` -> the other subpackages its modules import."""
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        parts = name.split(".")
+        if parts[0] != package or len(parts) < 3:
+            continue
+        out.setdefault(parts[1], set()).update(
+            t.split(".")[1] for t in targets
+            if t.split(".")[0] == package and t.count(".") >= 2 and t.split(".")[1] != parts[1])
+    return out
+
+
+def test_the_check_library_is_layered():
+    """``autograder``'s subpackages: ``core`` (the check vocabulary) imports nothing else,
+    ``programs`` (export and the facts read from programs) only ``core``, and the topic
+    packages (one per chapter) import those two and each other without a circle."""
+    packages = package_graph(import_graph(), "autograder")
+    assert {"core", "programs", "pallas", "sharding", "random"} <= set(packages)
+    assert packages["core"] == set(), "core imports another subpackage"
+    assert packages["programs"] <= {"core"}, f"programs imports {packages['programs']}"
+    assert circles(packages) == [], "subpackages of autograder import each other"
+    flat = [p.name for p in (ROOT / "autograder").glob("_*.py")
+            if p.name not in ("__init__.py", "__main__.py")]
+    assert flat == [], f"modules outside the subpackages: {flat}"
 
 
 # The grading pipeline reads top down: the command line and the nbgrader plugins call
@@ -138,3 +165,35 @@ def test_the_pipeline_calls_down_and_nothing_beside_it_calls_back():
         back = {t for t in reaches(module) for step in PIPELINE
                 if t == step or t.startswith(step + ".")}
         assert not back, f"{module} (beside the pipeline) imports {sorted(back)}"
+
+
+def test_notebooks_import_one_flat_namespace():
+    """``from autograder import ...`` names checks, never a subpackage: the
+    subpackages are the grader's own (the tamper policy holds a solution that imports
+    one), and no public name is shadowed by one."""
+    import types
+
+    import autograder
+    from grader.policy import _PRIVATE_SUBMODULES
+
+    assert not [n for n in autograder.__all__
+                if isinstance(getattr(autograder, n), types.ModuleType)]
+    assert not set(autograder.__all__) & _PRIVATE_SUBMODULES["autograder"]
+    assert {"core", "programs", "pallas"} <= _PRIVATE_SUBMODULES["autograder"]
+    assert "assert_matches_reference" in autograder.__all__
+
+
+def test_every_module_says_what_it_holds_and_stays_readable():
+    """Every module of the three packages opens with a docstring, and none is over
+    500 lines unless its docstring says why (issue 32)."""
+    problems = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            source = path.read_text()
+            doc = ast.get_docstring(ast.parse(source)) or ""
+            if not doc.strip():
+                problems.append(f"{path.relative_to(ROOT)}: no docstring")
+            if source.count("\n") > 500 and "500 lines" not in doc:
+                problems.append(f"{path.relative_to(ROOT)}: {source.count(chr(10))} lines, "
+                                "and its docstring does not say why it is over 500")
+    assert problems == []

@@ -1,4 +1,4 @@
-"""Tests for autograder._jaxpr, and for how the structure checks of _jaxpr, _vmap and
+"""Tests for autograder.programs.jaxpr, and for how the structure checks of _jaxpr, _vmap and
 _loop_facts are judged when grading: recorded in a reference and a student role, the
 exported programs derived as the program judge derives them, judged by the grader's
 judge_cell. Messages are asserted, since they are what a student reads.
@@ -14,7 +14,8 @@ from jax import lax
 
 from autograder import (CheckFailure, assert_batched_without_loop, assert_compiled_as_loop,
                         assert_jitted_with_static, assert_no_primitive, assert_uses_primitive)
-from autograder import _artifacts, _check, _wire
+from autograder.programs import artifacts as _artifacts
+from autograder.core import check as _check, wire as _wire
 
 
 def cumsum_scan(xs):
@@ -296,7 +297,7 @@ def test_graded_tie_ignores_whether_the_function_was_jitted():
      (1.0,), [None]),
 ])
 def test_while_trip_counts(fn, args, trips):
-    from autograder._while_trips import while_trip_counts
+    from autograder.programs.while_trips import while_trip_counts
 
     assert while_trip_counts(jax.jit(fn).lower(*args).as_text()) == trips
 

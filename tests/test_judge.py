@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from autograder import _wire
+from autograder.core import wire as _wire
 from grader.judge import judge_cell
 
 
@@ -150,7 +150,7 @@ def test_a_failing_check_names_the_rubric_items_the_reference_bound_to_it(tmp_pa
     """The reference run records, for each check, the rubric items its test cell binds
     to it; the judge names them when the student's check fails, and ignores what a
     student's record claims."""
-    from autograder import _check
+    from autograder.core import check as _check
 
     source = ('# doubles.\n'
               '# rubric: "returns twice x" -> assert_matches_reference\n'

@@ -1,4 +1,4 @@
-"""Unit tests for autograder._loops: jit-compatibility, loops that stay loops,
+"""Unit tests for autograder.control_flow.jit_compat: jit-compatibility, loops that stay loops,
 gradients through loops. Messages are part of the contract, so they are asserted too.
 """
 from __future__ import annotations
@@ -355,7 +355,7 @@ def test_loop_grads_refuse_a_static_argnum_to_differentiate():
 
 
 def test_static_binding_keeps_parameter_names():
-    from autograder._loops import _bind_static
+    from autograder.control_flow.jit_compat import _bind_static
 
     def f(a, n, b):
         return a * n + b

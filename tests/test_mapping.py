@@ -1,4 +1,4 @@
-"""Tests for autograder._mapping: a batch mapped in chunks (lax.map with batch_size).
+"""Tests for autograder.batching.mapping: a batch mapped in chunks (lax.map with batch_size).
 
 The facts come from jaxprs: ``lax.map(f, xs, batch_size=k)`` is a scan of ``n // k``
 steps over slices of ``k`` rows, ``lax.map`` without it one row per step, ``vmap``

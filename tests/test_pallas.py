@@ -1,4 +1,4 @@
-"""Tests for autograder._pallas and _pallas_program: kernel facts read from exported programs.
+"""Tests for autograder.pallas.checks and _pallas_program: kernel facts read from exported programs.
 
 Every program here is a real export of a real kernel (interpret mode on CPU, and
 Pallas's Triton lowering for an abstract H100), so a jax upgrade that changes what
@@ -438,7 +438,7 @@ def split_in_two(x, block):   # right values, but two kernels
 
 
 def test_kernel_structure_is_judged_from_the_exported_program():
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     x = jnp.linspace(-1.0, 1.0, 20)
     rules = dict(kernels=1, steps=3, blocks=[(8,), (8,)], not_outside=["multiply"],
@@ -468,7 +468,7 @@ def test_kernel_structure_is_judged_from_the_exported_program():
 
 
 def test_a_student_error_is_judged_like_in_the_kernel():
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     def broken(x, block):
         raise NotImplementedError()
@@ -483,8 +483,8 @@ def test_a_student_error_is_judged_like_in_the_kernel():
 
 
 def test_explain_a_compiled_kernel_that_cannot_be_exported():
-    from autograder import _wire
-    from autograder._pallas import explain_kernel_check
+    from autograder.core import wire as _wire
+    from autograder.pallas.checks import explain_kernel_check
 
     error = ValueError("Cannot serialize code with custom calls whose targets have no "
                        "compatibility guarantees: __gpu$xla.gpu.triton")
@@ -514,7 +514,7 @@ def _rows_doubled(x, bm, column_block):
 
 
 def test_an_index_map_one_block_past_the_end_is_caught_though_the_values_match():
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     x = jnp.arange(32.0).reshape(8, 4)
     right = lambda x, bm: _rows_doubled(x, bm, 0)  # noqa: E731

@@ -1,4 +1,4 @@
-"""Tests for autograder._pallas_tpu: the blocks a TPU accepts, judged on a CPU.
+"""Tests for autograder.pallas.tpu: the blocks a TPU accepts, judged on a CPU.
 
 Every case is a real kernel, run in interpret mode here (which accepts any block), then
 judged twice: by the checker, and by Pallas's own TPU lowering (Mosaic), which runs on
@@ -24,7 +24,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from autograder import CheckFailure, assert_tpu_blocks, tpu_block_problems
-from autograder._pallas_tpu import judge_tpu_blocks
+from autograder.pallas.tpu import judge_tpu_blocks
 from tests.conftest import REPO
 from tests.judging import judge_programs, recorded
 
@@ -245,7 +245,7 @@ def test_assert_tpu_blocks_passes_and_fails_with_a_message_that_teaches():
 
 
 def test_the_grader_judges_the_recorded_blocks():
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     x = jnp.ones((20, 300))
     with recorded(REFERENCE) as ref:
@@ -260,8 +260,8 @@ def test_the_grader_judges_the_recorded_blocks():
 
 
 def test_unreadable_facts_are_the_graders_failure_not_a_pass():
-    from autograder._pallas_tpu import explain_tpu_blocks
-    from autograder._wire import Observation
+    from autograder.pallas.tpu import explain_tpu_blocks
+    from autograder.core.wire import Observation
 
     message = explain_tpu_blocks(Observation("facts", facts={"kernels": [{}]}), None,
                                  label="f(x)")
@@ -284,7 +284,7 @@ def _record_lowered_kernels(out_path: str) -> None:
     from jax._src.interpreters import mlir
     from jax._src.pallas.pallas_call import pallas_call_p
 
-    from autograder._pallas_tpu import kernel_blocks
+    from autograder.pallas.tpu import kernel_blocks
 
     seen, calls, cell_errors = {}, [], []
     original = mlir._lowerings[pallas_call_p]  # a LoweringRuleEntry

@@ -1,4 +1,4 @@
-"""Tests for autograder._parallel: collective counts and pytree placements.
+"""Tests for autograder.sharding.parallel: collective counts and pytree placements.
 
 Programs are built so that their communication is forced by the layout: a Megatron
 MLP block (column- then row-split weights) needs exactly one all-reduce; gathering a
@@ -234,7 +234,8 @@ def test_a_sharded_program_on_cpu_devices_is_judged_where_the_default_backend_is
     # program is exported for the CPU (where its inputs live) and the judge places it
     # on the CPU devices, instead of refusing "a program for 8 devices" (measured on a
     # TPU v5e before this). The backend's name is faked: this machine has only a CPU.
-    from autograder import _artifacts, _wire
+    from autograder.programs import artifacts as _artifacts
+    from autograder.core import wire as _wire
 
     mesh = jax.make_mesh((len(devs) // 2, 2), ("data", "model"), devices=devs)
     params, x = _mlp_inputs(mesh)

@@ -1,4 +1,4 @@
-"""Tests for the PRNG checks (autograder._random_keys, _random_discipline, _random_stats,
+"""Tests for the PRNG checks (autograder.random.keys, _random_discipline, _random_stats,
 _random_tree): key discipline, statistics and the shape of key trees.
 
 No expected value here is a sampled number: key checks compare keys with each other,
@@ -404,7 +404,7 @@ def _binomial_pmf(n: int, p: float) -> np.ndarray:
 # handful of trials to thousands, the 64 epochs of 04's epoch_batches among them.
 @pytest.mark.parametrize("p", [0.75, 0.5, 0.1, 0.0801, 1 / 16])
 def test_a_correct_fraction_fails_with_probability_at_most_alpha(p):
-    from autograder._random_stats import alpha, binomial_interval
+    from autograder.random.stats import alpha, binomial_interval
 
     a = alpha(5.0)
     for n in [*range(1, 200), 256, 500, 512, 1000, 2048, 4096, 10000]:
@@ -426,7 +426,7 @@ def test_a_correct_fraction_fails_with_probability_at_most_alpha(p):
 def test_a_correct_variance_of_normal_draws_fails_with_probability_alpha(n):
     from scipy.stats import chi2
 
-    from autograder._random_stats import alpha, chi2_interval, explain_sample_variance
+    from autograder.random.stats import alpha, chi2_interval, explain_sample_variance
 
     a = alpha(5.0)
     lo, hi = chi2_interval(n - 1, a)
@@ -437,7 +437,7 @@ def test_a_correct_variance_of_normal_draws_fails_with_probability_alpha(n):
     old = chi2.cdf((1 - 5 * se) * (n - 1), n - 1) + chi2.sf((1 + 5 * se) * (n - 1), n - 1)
     assert old > rejected
     # Values just inside the interval pass, just outside fail.
-    from autograder._wire import observe_tree
+    from autograder.core.wire import observe_tree
 
     def verdict(s2):
         x = np.zeros(n)

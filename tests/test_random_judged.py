@@ -11,11 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autograder import (CheckFailure, _artifacts, _check, _wire, assert_deterministic,
+from autograder import (CheckFailure, assert_deterministic,
                         assert_distinct_keys, assert_key_discipline, assert_keys_match,
                         assert_no_key_reuse, assert_sample_fraction, assert_sample_mean,
                         assert_sample_variance, assert_typed_keys, assert_uncorrelated,
                         assert_varies_with_key, assert_wide_key_tree, count_prng_ops)
+from autograder.core import check as _check, wire as _wire
+from autograder.programs import artifacts as _artifacts
 from tests.test_random import (ignores_key, noise_deep, noise_scan_chain, noise_wide,
                                two_layers_ok, two_layers_reused)
 

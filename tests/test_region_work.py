@@ -15,7 +15,7 @@ import pytest
 from jax import lax
 
 from autograder import CheckFailure, assert_compiled_as_loop, assert_uses_primitive
-from autograder._region_work import region_work
+from autograder.programs.region_work import region_work
 
 
 def _pendulum(state0, k, n_steps, dt=0.05):

@@ -1,4 +1,4 @@
-"""Tests for autograder._sharding: meshes, placement, device sets and collectives.
+"""Tests for autograder.sharding: meshes, placement, device sets and collectives.
 
 Placements are built with `jax.device_put` on simulated CPU devices, so every
 expected value comes from the layout itself (which mesh rows hold which block);
@@ -469,7 +469,7 @@ def test_assert_shard_map_uses_without_shard_map(mesh):
 def test_collectives_are_judged_from_the_exported_program(mesh):
     # Explicit axes and a Python float argument: the judge rebuilds the mesh with the
     # program's axis types and records the float as a scalar input.
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     def row_sums(a, scale):
         return a.sum(axis=0) * scale
@@ -518,7 +518,7 @@ def test_the_judge_reads_the_export_mesh_where_jax_needs_a_mesh_for_shardings(me
 
 
 def test_shard_map_collectives_are_judged_from_the_exported_program(mesh):
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     def center(body):
         def run(a):

@@ -1,4 +1,4 @@
-"""Tests for autograder._timing: time_call, SimulatedDevice, assert_benchmark_honest.
+"""Tests for autograder.jit.timing: time_call, SimulatedDevice, assert_benchmark_honest.
 
 Only lower bounds of simulated durations are asserted (sleep never ends early), and
 upper bounds only where the gap is a factor of 100 or more: nothing here depends on

@@ -1,4 +1,4 @@
-"""Unit tests for autograder._training: the capstone's train-loop checks.
+"""Unit tests for autograder.training: the capstone's train-loop checks.
 
 Each check is run on a correct input (it passes) and on the realistic mistakes it
 exists to catch (it fails, with the teaching message asserted on its text).
@@ -525,7 +525,7 @@ def test_probe_epoch_is_jitted_once():
 # --- judged as the grader judges ------------------------------------------------------
 
 def _judged(ref_records, student_records):
-    from autograder import _wire
+    from autograder.core import wire as _wire
     from grader.judge import judge_cell
 
     def cell(records):
@@ -537,7 +537,7 @@ def _judged(ref_records, student_records):
 def test_a_training_run_is_paired_by_its_label_not_by_the_step_name(problem):
     # The grader pairs records by kind and label: the reference's step is called
     # train_step, a student's may have any name.
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     params, x, y = problem
     adam = optax.adam(0.1)
@@ -565,7 +565,7 @@ def test_a_training_run_is_paired_by_its_label_not_by_the_step_name(problem):
 def test_placement_is_judged_from_data(mesh):
     # The student's run records where the probe found its inputs (device ids and
     # index ranges); the reference's run records the expected placement.
-    from autograder._check import REFERENCE, STUDENT
+    from autograder.core.check import REFERENCE, STUDENT
 
     def one_device(step, mesh):
         return step

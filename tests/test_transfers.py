@@ -1,4 +1,4 @@
-"""Tests for autograder._transfers: a function's values under the host-to-device guard.
+"""Tests for autograder.debugging.transfers: a function's values under the host-to-device guard.
 
 The check passes a function that copies its inputs with jax.device_put, fails one that
 lets a NumPy array or a Python number reach a device computation (naming what it
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from autograder import CheckFailure, assert_no_implicit_transfers
-from autograder import _wire
-from autograder._transfers import explain_transfers, guarded_call, transferred_value
+from autograder.core import wire as _wire
+from autograder.debugging.transfers import explain_transfers, guarded_call, transferred_value
 
 _step = jax.jit(lambda w, x, lr: w - lr * x.T @ (x @ w))
 

@@ -1,4 +1,4 @@
-"""Tests for autograder._vmap: loop references, equation counts and batching checks.
+"""Tests for autograder.batching.vmap: loop references, equation counts and batching checks.
 
 Expected values come from closed forms (a norm, a ReLU) or from a Python loop written
 out in the test; messages are asserted on, since they are what a student reads.
@@ -92,7 +92,7 @@ def test_batched_passes_vmap_and_hand_batched_code():
 
 def program_ops(fn, args):
     """Operations in the program exported from ``fn`` (what the grader counts)."""
-    from autograder._artifacts import static_facts
+    from autograder.programs.artifacts import static_facts
 
     exported = jax.export.export(jax.jit(fn))(*args)
     return sum(static_facts(exported.mlir_module())["ops"].values())

@@ -1,6 +1,6 @@
 """The sandbox-to-grader format: round trips, and decoding of hostile data.
 
-Everything a sandbox writes is untrusted. ``autograder._wire.loads`` must turn any
+Everything a sandbox writes is untrusted. ``autograder.core.wire.loads`` must turn any
 bytes into either typed records or a ``WireError``: never another exception, never
 an object that is not plain data, never an array loaded with pickle.
 """
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from autograder import _wire
+from autograder.core import wire as _wire
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])

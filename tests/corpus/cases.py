@@ -190,8 +190,8 @@ CASES = [
     _case("tamper_checks", "disables the autograder's checks, answers wrong",
           add="import autograder\n"
               "autograder.assert_matches_reference = lambda *a, **k: None\n" + WRONG_ADD,
-          norm2="import autograder._numeric\n"
-                "autograder._numeric.assert_matches_reference = lambda *a, **k: None\n"
+          norm2="import autograder.core.numeric\n"
+                "autograder.core.numeric.assert_matches_reference = lambda *a, **k: None\n"
                 "assert_matches_reference = lambda *a, **k: None\n" + WRONG_NORM2,
           # The no-op check also silences halve's test: its records go missing, 0.
           halve=HALVE, expect=graded(0, HELD)),
@@ -203,7 +203,7 @@ CASES = [
           add="class _Any:\n    __eq__ = lambda s, o: True\n    __array__ = None\n"
               "def add(x, y):\n    return _Any()\n", expect=graded(1)),
     _case("tamper_records", "replaces the recorder of the test cells with one that fakes results",
-          add="import autograder._check as _c, json, os\n"
+          add="import autograder.core.check as _c, json, os\n"
               "def _fake(test_id, source, ns):\n"
               "    os.makedirs('probe', exist_ok=True)\n"
               "    json.dump({'test_id': test_id, 'records': []}, open(f'probe/{test_id}.json', 'w'))\n"
@@ -223,7 +223,7 @@ CASES = [
           add=WRONG_ADD, mutate="shadow_files", expect=graded(1)),
     # Forged facts about compiled code: wrong structure, facts rewritten by dynamic code.
     _case("forge_op_counter", "unrolled loop; rewrites the op counter via exec of built strings",
-          halve="_m = 'autograder.' + '_artifacts'\n"
+          halve="_m = 'autograder.' + 'programs.artifacts'\n"
                 "exec('import ' + _m + ' as _a\\n_a.static_facts = lambda t: "
                 "{\\'ops\\': {}, \\'refused\\': []}')\n" + UNROLLED_HALVE,
           expect=graded(2, HELD)),
@@ -231,7 +231,7 @@ CASES = [
           halve=PLAIN_HALVE + "setattr(halve, 'lo' + 'wer', lambda *a: None)\n"
                 "setattr(halve, 'tr' + 'ace', lambda *a: None)\n"
                 "import importlib\n"
-                "_c = importlib.import_module('autograder.' + '_compile')\n"
+                "_c = importlib.import_module('autograder.' + 'jit.compile')\n"
                 "setattr(_c, 'is_jit_' + 'function', lambda f: True)\n",
           expect=graded(2, HELD)),
     _case("forge_records", "unrolled loop; a thread rewrites the result files afterwards",

@@ -1,0 +1,232 @@
+"""The rules a Pallas kernel is judged by: kernel facts in, a teaching message out.
+
+:func:`explain_kernel_structure` is pure: it reads the plain facts that
+:func:`autograder.programs.pallas_kernels.collect_kernel_facts` derived from an exported
+program (after a JSON round trip, when grading) and the exercise's rules, and returns
+the message of the first rule broken, or None. The check that records and judges
+these facts is in ``pallas/checks.py``.
+"""
+from __future__ import annotations
+
+from autograder.core.feedback import format_failure
+from autograder.programs.region_work import LAYOUT
+
+# --- judging ------------------------------------------------------------------------
+
+_KERNEL_WORDS = ("a pallas_call: in interpret mode, a `stablehlo.while` over the grid "
+                 "whose body cuts each operand into blocks")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _squeeze(dims) -> list[int]:
+    return [int(d) for d in dims if d != 1]
+
+
+def _shape(dims) -> str:
+    return "(" + ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the program",
+                             section: str | None = None, hint: str | None = None,
+                             fix: str | None = None) -> str | None:
+    """Judges kernel facts against rules; returns the teaching message, or None.
+
+    Pure: ``observed`` is what :func:`collect_kernel_facts` returned (after a JSON
+    round trip, if you like) and ``expected`` holds the rules, each optional:
+
+    - ``kernels``: how many kernels the program must hold;
+    - ``steps``: the grid steps of every kernel (the product of its grid);
+    - ``grid``: the grid of every kernel, axis by axis;
+    - ``blocks``: the block shape of every operand, inputs then outputs;
+    - ``inside``: ops that must run inside a kernel;
+    - ``not_outside``: ops that must not run outside the kernels; when given, no other
+      computing op may either (only the layout ops of :data:`LAYOUT_OUTSIDE`);
+    - ``max_reduce_depth``: the longest chain of reductions feeding one another.
+
+    Facts a compiled (GPU/TPU) kernel does not show are ``None`` and are not judged.
+
+    >>> facts = {"kernels": [{"lowering": "interpret", "steps": 4, "blocks": [[8], [8]],
+    ...                       "inside": {"exponential": 1}, "reduce_depth": 0}],
+    ...          "outside": {"multiply": 1}}
+    >>> explain_kernel_structure(facts, {"kernels": 1, "steps": 4}) is None
+    True
+    >>> print(explain_kernel_structure(facts, {"not_outside": ["multiply"]}, name="silu(x)"))
+    silu(x) computes `multiply` outside the kernel
+      expected: no `multiply` outside the pallas_call
+      got:      1 `multiply` op(s) outside it
+      likely cause: part of the computation runs in jnp before or after pl.pallas_call, as separate XLA ops that read and write the whole array again
+      fix: move that computation into the kernel body, on the blocks the Refs hold
+    """
+    def msg(what, exp, got, cause, default_fix):
+        return format_failure(what, expected=exp, got=got, cause=hint or cause,
+                              fix=fix or default_fix, section=section)
+
+    kernels = observed.get("kernels", [])
+    outside = observed.get("outside", {})
+    for rule in (_rule_kernels, _rule_outside, _rule_steps, _rule_grid, _rule_blocks,
+                 _rule_inside, _rule_depth):
+        found = rule(kernels, outside, expected, name)
+        if found:
+            return msg(*found)
+    return None
+
+
+def _rule_kernels(kernels, outside, expected, name):
+    want = expected.get("kernels")
+    if want is None or len(kernels) == want:
+        return None
+    if not kernels:
+        loop = bool(outside.get("while"))
+        return (f"{name} runs no Pallas kernel",
+                f"{_plural(want, 'kernel')} ({_KERNEL_WORDS})",
+                "no grid loop and no kernel call in the exported program"
+                + ("; a `while` loop that advances no grid indices" if loop else "")
+                + "; ops outside: " + (", ".join(sorted(outside)) or "none"),
+                "the blocks are walked by a loop written by hand (lax.fori_loop with "
+                "dynamic slices), not by a pallas_call's grid" if loop else
+                "the result is computed with jnp, not by a kernel (or pl.pallas_call is "
+                "never called on this path)",
+                "write the computation in a kernel body and call it with pl.pallas_call")
+    return (f"{name} runs {_plural(len(kernels), 'Pallas kernel')}, expected {want}",
+            _plural(want, "kernel"), _plural(len(kernels), "kernel"),
+            "the work is split over several pallas_calls (each one reads and writes its "
+            "operands in memory again), or a kernel is missing",
+            "do the whole computation in the kernels the exercise asks for")
+
+
+# What may run outside the kernels when a check says what must not: data movement and
+# the program's structure (an allow-list: the same maths under another op name, a
+# `power` for an `exponential`, a `dot_general` with ones for a `reduce`, is still
+# computation).
+LAYOUT_OUTSIDE = frozenset(op.split(".", 1)[1] for op in LAYOUT) | {"while", "case", "if"}
+
+
+def _rule_outside(kernels, outside, expected, name):
+    named = list(expected.get("not_outside") or ())
+    computing = sorted(op for op in outside if op not in LAYOUT_OUTSIDE and op not in named)
+    for op in named + (computing if named else []):
+        if outside.get(op):
+            return (f"{name} computes `{op}` outside the kernel",
+                    f"no `{op}` outside the pallas_call" if op in named else
+                    "only data movement outside the pallas_call (reshape, slice, pad, "
+                    "broadcast, convert, ...): the computation runs in the kernel",
+                    f"{outside[op]} `{op}` op(s) outside it",
+                    "part of the computation runs in jnp before or after pl.pallas_call, "
+                    "as separate XLA ops that read and write the whole array again",
+                    "move that computation into the kernel body, on the blocks the Refs "
+                    "hold")
+    return None
+
+
+def _rule_steps(kernels, outside, expected, name):
+    steps = expected.get("steps")
+    for k in kernels if steps is not None else ():
+        if k.get("steps") is not None and k["steps"] != steps:
+            return (f"the grid of {name} has {k['steps']} steps, expected {steps}",
+                    f"{steps} grid steps (the product of the grid)",
+                    f"{k['steps']} grid steps",
+                    "the grid does not cover the array with one step per block: a floor "
+                    "division drops the last partial block, a block size is ignored, or "
+                    "an axis of the grid is missing or extra",
+                    "give each axis pl.cdiv(size, block) steps, with the block sizes you "
+                    "were given")
+    return None
+
+
+def _rule_grid(kernels, outside, expected, name):
+    grid = expected.get("grid")
+    for k in kernels if grid is not None else ():
+        if k.get("grid") is not None and list(k["grid"]) != list(grid):
+            return (f"the grid of {name} is {_shape(k['grid'])}, expected {_shape(grid)}",
+                    f"grid {_shape(grid)}", f"grid {_shape(k['grid'])}",
+                    "the grid's axes come in another order, or an axis has another number "
+                    "of steps; an axis that is reduced across steps must come last, so "
+                    "that the steps adding into one output block follow each other",
+                    "build the grid in the order the exercise gives")
+    return None
+
+
+def _rule_blocks(kernels, outside, expected, name):
+    blocks = expected.get("blocks")
+    for k in kernels if blocks is not None else ():
+        got = k.get("blocks")
+        if got is None:
+            continue
+        want_b, got_b = [list(b) for b in blocks], [list(b) for b in got]
+        shown = (", ".join(_shape(b) for b in want_b), ", ".join(_shape(b) for b in got_b))
+        if len(got_b) != len(want_b):
+            return (f"the kernel of {name} has {len(got_b)} operands, expected "
+                    f"{len(want_b)} (inputs, then outputs)", *shown,
+                    "an input is computed outside the kernel and passed in, or an input "
+                    "or output is missing",
+                    "pass the kernel the function's own inputs, and let it produce every "
+                    "output")
+        # Size-1 dimensions do not matter: b in (bn,) blocks or reshaped to (1, n) in
+        # (1, bn) blocks (or a squeezed `None` dimension) is the same block.
+        for i, (w, g) in enumerate(zip(want_b, got_b)):
+            if _squeeze(w) != _squeeze(g):
+                return (f"{name} uses the wrong block shape for operand {i} "
+                        "(inputs first, then outputs)", *shown,
+                        "a BlockSpec's block_shape ignores the block size it was given, or "
+                        "covers the whole array instead of one block",
+                        "build each BlockSpec from the block sizes passed to your function")
+    return None
+
+
+# Why an op is missing from the kernel, and what to do, for the ops the exercises need.
+_INSIDE = {
+    "case": ("nothing in the kernel tells the first step apart from the others: pl.when "
+             "(or lax.cond) is what does it",
+             "initialize the output block under @pl.when(pl.program_id(axis) == 0)"),
+    "reduce": ("the reductions (jnp.sum, jnp.max, jnp.mean) run outside the kernel",
+               "compute them in the kernel body, on the block the Ref holds"),
+    "dot_general": ("the matrix product runs outside the kernel",
+                    "multiply the blocks in the kernel: jnp.dot(x_ref[...], y_ref[...])"),
+}
+
+
+def _rule_inside(kernels, outside, expected, name):
+    known = [k["inside"] for k in kernels if k.get("inside") is not None]
+    if not known:
+        return None
+    union: dict[str, int] = {}
+    for counts in known:
+        for op, n in counts.items():
+            union[op] = union.get(op, 0) + n
+    for op in expected.get("inside") or ():
+        if not union.get(op):
+            cause, todo = _INSIDE.get(op, ("that computation is not in the kernel body",
+                                           "compute it in the kernel body from the values "
+                                           "the Refs hold"))
+            return (f"{name} does not compute `{op}` inside its kernel",
+                    f"at least one `{op}` in the kernel body",
+                    "none; the kernel computes "
+                    + (", ".join(sorted(o for o in union if o not in _BOOKKEEPING))
+                       or "nothing but copies"),
+                    cause, todo)
+    return None
+
+
+def _rule_depth(kernels, outside, expected, name):
+    max_depth = expected.get("max_reduce_depth")
+    for k in kernels if max_depth is not None else ():
+        d = k.get("reduce_depth")
+        if d is not None and d > max_depth:
+            return (f"{name} makes {d} passes over each block: a reduction reads the "
+                    "result of another reduction",
+                    f"at most {_plural(max_depth, 'pass')} (every reduction reads the "
+                    "block itself)",
+                    f"a chain of {d} reductions",
+                    "a statistic is computed from another one, e.g. the variance as the "
+                    "mean of (x - mean)**2, or with jnp.var",
+                    "compute all the sums from one read of the block, then combine them")
+    return None
+
+
+# The interpreter's own ops inside a grid loop: not evidence of any computation.
+_BOOKKEEPING = frozenset({
+    "add", "call", "compare", "convert", "dynamic_slice", "dynamic_update_slice",
+    "multiply", "return", "select", "constant", "broadcast_in_dim"})

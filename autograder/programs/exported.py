@@ -1,0 +1,206 @@
+"""Facts read from a program the student's function exported: named scopes and the
+dtypes of its matrix products.
+
+``jax.export.export(jax.jit(fn))(*args).mlir_module()`` is the StableHLO text of the
+function, with debug locations: every op carries a name such as
+``jit(step)/grad/transpose(jvp())/dot_general`` (the jit, the ``jax.named_scope``
+labels, the transformations, the primitive). Both checks here are *exported-program
+facts*: the student's function is exported (:func:`autograder.programs.artifacts.programs_of`)
+and the facts are derived from the program's bytes by the program judge, outside the
+student's process (in the student's kernel, in place): the op locations
+(``locations``, read by :func:`scope_facts`) and the operand and result types of each
+``dot_general`` (``dots``, :func:`dot_facts`). The judge also runs the program on the
+grader's inputs, so a program of some other function earns nothing.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from autograder.programs.artifacts import explain_program, program_facts, programs_of
+from autograder.core.check import Check, explainer, run
+from autograder.core.feedback import format_failure
+from autograder.programs.text import dot_facts, scope_facts
+
+
+def exported_text(fn: Callable, args: Sequence, *, name: str | None = None,
+                  section: str | None = None) -> str:
+    """The StableHLO text (with locations) of ``jax.jit(fn)`` exported at ``args``.
+
+    >>> import jax.numpy as jnp
+    >>> text = exported_text(lambda x: jnp.sin(x) * 2, (jnp.ones(3),))
+    >>> "stablehlo.sine" in text and '"jit(<lambda>)/sin"' in text
+    True
+    """
+    del name, section  # kept for the notebooks' calls: a lesson helper, not a check
+    import jax
+
+    return jax.export.export(jax.jit(fn))(*args).mlir_module()
+
+
+def explain_scopes(facts: dict, *, required: dict[str, Sequence[str]],
+                   exclusive: dict[str, str], name: str, section: str | None = None,
+                   hint: str | None = None, fix: str | None = None) -> str | None:
+    """Judges named scopes: each ``required[scope]`` primitive appears inside ``scope``;
+    every op of an ``exclusive`` primitive lies inside its scope.
+
+    >>> facts = {"dot_general": ["grad"], "sub": ["update"]}
+    >>> explain_scopes(facts, required={"update": ["sub"]}, exclusive={"dot_general": "grad"},
+    ...                name="step") is None
+    True
+    >>> print(explain_scopes({"dot_general": ["", "grad"], "sub": [""]},
+    ...                      required={"update": ["sub"]}, exclusive={}, name="step"))
+    step has no `sub` inside jax.named_scope('update')
+      expected: a `sub` op labelled .../update/...
+      got:      `sub` ops in scopes: (no scope)
+      likely cause: the parameter update is not inside `with jax.named_scope('update'):`, or the scope has another name
+      fix: wrap the parameter update in `with jax.named_scope('update'):`
+    """
+    for scope, prims in required.items():
+        for prim in prims:
+            paths = facts.get(prim, [])
+            if not any(scope in p.split("/") for p in paths):
+                shown = (", ".join(repr(p) if p else "(no scope)" for p in paths)
+                         or f"no `{prim}` op at all")
+                return format_failure(
+                    f"{name} has no `{prim}` inside jax.named_scope({scope!r})",
+                    expected=f"a `{prim}` op labelled .../{scope}/...",
+                    got=f"`{prim}` ops in scopes: {shown}",
+                    cause=hint or (f"the {_ROLE.get(scope, scope)} is not inside `with "
+                                   f"jax.named_scope({scope!r}):`, or the scope has another "
+                                   "name"),
+                    fix=fix or (f"wrap the {_ROLE.get(scope, scope)} in `with "
+                                f"jax.named_scope({scope!r}):`"),
+                    section=section)
+    for prim, scope in exclusive.items():
+        outside = [p for p in facts.get(prim, []) if scope not in p.split("/")]
+        if outside:
+            return format_failure(
+                f"{name} has `{prim}` ops outside jax.named_scope({scope!r})",
+                expected=f"every `{prim}` labelled .../{scope}/...",
+                got="also in scopes: " + ", ".join(repr(p) for p in outside),
+                cause=hint or (f"part of the {_ROLE.get(scope, scope)} runs outside the "
+                               "scope, so a profile would not attribute its time to it"),
+                fix=fix or f"put all of the {_ROLE.get(scope, scope)} inside the scope",
+                section=section)
+    return None
+
+
+_ROLE = {"update": "parameter update", "grad": "gradient computation (forward and backward)"}
+
+
+def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusive: dict,
+                        section: str | None = None, hint: str | None = None,
+                        fix: str | None = None, name: str | None = None) -> None:
+    """Exports ``jax.jit(fn)`` at ``args`` and judges its named scopes.
+
+    ``required``: ``{scope: [primitives]}``, each primitive must appear inside that
+    scope; ``exclusive``: ``{primitive: scope}``, every op of the primitive must lie
+    inside the scope. Returns nothing: the facts are derived from the exported program
+    (outside the student's process when grading).
+
+    >>> import jax, jax.numpy as jnp
+    >>> def step(w, x):
+    ...     with jax.named_scope("grad"):
+    ...         g = jax.grad(lambda w: jnp.sum((x @ w) ** 2))(w)
+    ...     with jax.named_scope("update"):
+    ...         return w - 0.1 * g
+    >>> assert_named_scopes(step, (jnp.ones(3), jnp.ones((2, 3))),
+    ...                     required={"update": ["sub"]}, exclusive={"dot_general": "grad"})
+    """
+    __tracebackhide__ = True
+    label = name or getattr(fn, "__name__", "fn")
+    run(Check("named_scopes", label, observe=lambda: programs_of((fn, tuple(args), None)),
+              observe_as="artifact",
+              params=dict(required={k: list(v) for k, v in required.items()},
+                          exclusive=dict(exclusive), section=section, hint=hint, fix=fix)))
+
+
+def _program(observed, expected, label, section) -> tuple[str | None, dict]:
+    problem = explain_program(observed, expected, label=label, section=section)
+    return problem, (program_facts(observed)[0] if not problem else {})
+
+
+@explainer("named_scopes")
+def _explain_scopes(observed, expected, *, label: str, required: dict, exclusive: dict,
+                    section=None, hint=None, fix=None, **_ignored) -> str | None:
+    problem, facts = _program(observed, expected, label, section)
+    if problem:
+        return problem
+    text = " ".join(f'loc("{name}")' for name in facts.get("locations", []))
+    return explain_scopes(scope_facts(text), required=required, exclusive=exclusive,
+                          name=label, section=section, hint=hint, fix=fix)
+
+
+# ------------------------------------------------------------------ matrix products
+
+def explain_dots(facts: list, *, operands: str, result: str | None, name: str,
+                 section: str | None = None, hint: str | None = None,
+                 fix: str | None = None) -> str | None:
+    """Every matrix product must take ``operands``-typed inputs and give ``result``
+    (``result=None``: any result dtype).
+
+    >>> explain_dots([("bf16", "bf16", "f32")], operands="bf16", result="f32", name="f") is None
+    True
+    >>> print(explain_dots([("f32", "f32", "f32")], operands="bf16", result="f32", name="f"))
+    f multiplies f32 x f32 -> f32, not bf16 x bf16 -> f32
+      expected: every dot_general: (bf16, bf16) -> f32
+      got:      [('f32', 'f32', 'f32')]
+      likely cause: the inputs were converted to float32 before the product: that doubles the memory and bandwidth they need
+      fix: keep the inputs in bf16 and ask for a f32 result: jnp.dot(a, b, preferred_element_type=jnp.float32)
+    """
+    if not facts:
+        return format_failure(f"{name} computes no matrix product (no dot_general)",
+                              expected=f"a dot_general ({operands}, {operands}) -> {result}",
+                              got="none", fix="use jnp.dot, jnp.matmul, @ or jnp.einsum",
+                              section=section)
+    bad = [f for f in facts
+           if f[:2] != (operands, operands) or (result is not None and f[2] != result)]
+    if not bad:
+        return None
+    lhs, rhs, res = bad[0]
+    want = f"({operands}, {operands}) -> {result or 'any dtype'}"
+    if result is not None and res != result:
+        cause = (f"the product returns {res}: without preferred_element_type the result "
+                 "has the inputs' dtype, so every partial sum is rounded to it")
+    else:
+        cause = (f"the inputs were converted to {'float32' if lhs == 'f32' else lhs} before "
+                 "the product: that doubles the memory and bandwidth they need")
+    return format_failure(
+        f"{name} multiplies {lhs} x {rhs} -> {res}, not {operands} x {operands} -> "
+        f"{result or 'any dtype'}",
+        expected=f"every dot_general: {want}",
+        got=str(bad[:3]), cause=hint or cause,
+        fix=fix or (f"keep the inputs in {operands} and ask for a {result} result: "
+                    "jnp.dot(a, b, preferred_element_type=jnp.float32)" if result else
+                    f"cast the inputs of the product to {operands} and keep them there"),
+        section=section)
+
+
+def assert_dot_dtypes(fn: Callable, args: Sequence, *, operands: str, result: str | None,
+                      section: str | None = None, hint: str | None = None,
+                      fix: str | None = None, name: str | None = None) -> None:
+    """Exports ``jax.jit(fn)`` at ``args``; every dot_general must be
+    ``(operands, operands) -> result`` (dtype names as in StableHLO: bf16, f16, f32).
+
+    >>> import jax.numpy as jnp
+    >>> a = jnp.ones((2, 3), jnp.bfloat16)
+    >>> assert_dot_dtypes(lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32),
+    ...                       (a,), operands="bf16", result="f32")
+    """
+    __tracebackhide__ = True
+    label = name or getattr(fn, "__name__", "fn")
+    run(Check("dot_dtypes", label, observe=lambda: programs_of((fn, tuple(args), None)),
+              observe_as="artifact",
+              params=dict(operands=operands, result=result, section=section, hint=hint,
+                          fix=fix)))
+
+
+@explainer("dot_dtypes")
+def _explain_dots(observed, expected, *, label: str, operands: str, result=None,
+                  section=None, hint=None, fix=None, **_ignored) -> str | None:
+    problem, facts = _program(observed, expected, label, section)
+    if problem:
+        return problem
+    dots = [tuple(str(t) for t in d) for d in facts.get("dots", [])]
+    return explain_dots(dots, operands=operands, result=result, name=label,
+                        section=section, hint=hint, fix=fix)

@@ -1,0 +1,102 @@
+"""Where a program's work lies: inside the regions of a loop or a branch, or outside.
+
+A structure check that asks only whether a ``stablehlo.while`` or ``stablehlo.case``
+is present is fooled by dead structure: a loop that does nothing beside the real work
+unrolled, a switch whose branches never matter beside a ``select`` of every branch.
+What the exercise teaches is that the work runs *inside* the region. This module
+counts a program's operations that compute (everything but layout: an allow-list,
+so the same maths under another op name is still counted) inside the regions of the
+region ops and outside them, following calls into the functions they call.
+"""
+from __future__ import annotations
+
+from autograder.programs.mlir import Op, parse_module
+
+# Operations that move, reshape or relabel data, and the program's own structure:
+# the allow-list of what may stand outside a loop or a branch at no cost.
+LAYOUT = frozenset({
+    "stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.broadcast",
+    "stablehlo.reshape", "stablehlo.transpose", "stablehlo.slice",
+    "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice", "stablehlo.concatenate",
+    "stablehlo.convert", "stablehlo.iota", "stablehlo.get_tuple_element", "stablehlo.tuple",
+    "stablehlo.return", "func.return", "func.call", "stablehlo.pad", "stablehlo.reverse",
+    "stablehlo.bitcast_convert", "stablehlo.copy", "stablehlo.optimization_barrier",
+    "stablehlo.custom_call", "sdy.sharding_constraint", "mhlo.sharding",
+})
+REGION_OPS = {"loop": frozenset({"stablehlo.while"}), "branch": frozenset({"stablehlo.case",
+                                                                          "stablehlo.if"})}
+
+
+def region_work(text: str) -> dict[str, dict[str, int]]:
+    """For each kind of region op (``"loop"``, ``"branch"``): ``{"regions": n, "inside":
+    k, "outside": m}``, how many such ops the program holds, and how many computing
+    operations lie inside their regions and outside them. One parse, one walk.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from jax import lax
+    >>> def loop(x):
+    ...     return lax.fori_loop(0, 9, lambda i, c: jnp.sin(c) * 2.0, x)
+    >>> region_work(jax.jit(loop).lower(1.0).as_text())["loop"]
+    {'regions': 1, 'inside': 4, 'outside': 0}
+    >>> def dead(x):  # the work unrolled beside a loop that does nothing
+    ...     for _ in range(9):
+    ...         x = jnp.sin(x) * 2.0
+    ...     return lax.fori_loop(0, 2, lambda i, c: c + 1.0, x)
+    >>> region_work(jax.jit(dead).lower(1.0).as_text())["loop"]
+    {'regions': 1, 'inside': 3, 'outside': 18}
+    """
+    funcs = parse_module(text)
+    counts = {kind: {"regions": 0, "inside": 0, "outside": 0} for kind in REGION_OPS}
+
+    def walk(ops: list[Op], enclosing: frozenset) -> None:
+        for op in ops:
+            own = frozenset(k for k, kinds in REGION_OPS.items() if op.kind in kinds)
+            for kind, c in counts.items():
+                if kind in own:
+                    c["regions"] += 1
+                elif op.kind not in LAYOUT:
+                    c["inside" if kind in enclosing else "outside"] += 1
+            if op.kind == "func.call" and op.callee in funcs:
+                # A function called twice is counted twice: an unrolled loop of calls
+                # is as much work as the calls it makes.
+                walk(funcs[op.callee][1], enclosing)
+            for body in op.regions:
+                walk(body, enclosing | own)
+
+    if "main" in funcs:
+        walk(funcs["main"][1], frozenset())
+    return counts
+
+
+def explain_region_work(facts: dict, region: str, *, label: str, section: str | None = None,
+                        hint: str | None = None, fix: str | None = None) -> str | None:
+    """The verdict on where the work lies (``facts``: a program's ``region_work``): at
+    least as many computing operations inside the loops (branches) as outside them.
+
+    A real answer's setup outside its loop is small beside the step inside it (the
+    course's answers: 0-6 operations outside, 10-210 inside); a loop that does nothing
+    beside the steps written out, or a switch that only picks among branches computed
+    before it, has most of its work outside (144 against 2, 15 against 0).
+    """
+    from autograder.core.feedback import format_failure
+
+    work = (facts.get("region_work") or {}).get(region) if isinstance(facts, dict) else None
+    if not isinstance(work, dict) or not work.get("regions"):
+        return None  # no region at all: the presence checks say so
+    inside, outside = int(work.get("inside", 0)), int(work.get("outside", 0))
+    if outside <= inside:
+        return None
+    where = "loop body" if region == "loop" else "branches"
+    return format_failure(
+        f"the work of {label} is not inside its {where}",
+        expected=f"most computing operations inside the {where} (what the exercise teaches "
+                 "is that the work runs there)",
+        got=f"{inside} operation(s) inside, {outside} outside",
+        cause=hint or ("a loop that does little beside the steps written out in Python (or "
+                       "a switch that only picks among values all computed before it): the "
+                       "program still grows with the steps, or still computes every branch"
+                       if region == "loop" else
+                       "every branch is computed before the switch, which only picks a "
+                       "value: the program still computes every branch"),
+        fix=fix or (f"move the step itself into the {where}"),
+        section=section)

@@ -1,0 +1,192 @@
+"""Facts read from a program's StableHLO (or optimized HLO) text alone: pure functions
+of the text, no JAX needed.
+
+The program judge (:func:`autograder.programs.artifacts.derive_one`) calls :func:`static_facts`
+on an exported program's text, outside the student's process; the checks read what it
+derived (:mod:`autograder.programs.exported` reads ``locations`` with :func:`scope_facts` and
+``dots``, from :func:`dot_facts`). The allowlist of what a judged program may contain
+is here too. :mod:`autograder.programs.artifacts` re-exports these names.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from autograder.programs.array_sizes import largest_array
+from autograder.programs.region_work import region_work
+from autograder.programs.while_trips import while_trip_counts
+
+# Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
+# else, host callbacks included, is refused.
+ALLOWED_CUSTOM_CALLS = re.compile(
+    r"^(Sharding|SPMDFullToShardShape|SPMDShardToFullShape|annotate_device_placement|"
+    r"lapack_\w+|X64Combine|X64SplitLow|X64SplitHigh|mhlo\.\w+)$")
+ALLOWED_DIALECTS = ("stablehlo", "func", "sdy", "chlo", "mhlo")
+REFUSED_OPS = {"stablehlo.infeed", "stablehlo.outfeed", "stablehlo.send", "stablehlo.recv"}
+# Collective classes in optimized HLO. Async forms (``all-reduce-start`` / ``-done``,
+# common on GPU) count as their class; instruction names (``%all-reduce.3 = ...``) and
+# metadata are not ops.
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute",
+               "all-to-all", "collective-broadcast", "ragged-all-to-all")
+_COLLECTIVE_OP = re.compile(
+    r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
+    r"collective-permute|all-to-all|collective-broadcast)(?:-start|-done)?\(")
+_COLLECTIVE_COUNT = re.compile(
+    r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
+    r"collective-permute|all-to-all|collective-broadcast)(?:-start)?\(")
+_OP = re.compile(r"\b((?:stablehlo|func|sdy|chlo|mhlo|[a-z_]+)\.[a-z_0-9]+)(?=[ (<{\"])")
+
+
+def static_facts(text: str) -> dict:
+    """Facts read from a program's StableHLO text alone (no JAX needed)."""
+    ops = Counter(m.group(1) for m in re.finditer(r"(?m)^\s*(?:%[\w#:, %]+ = )?\"?"
+                                                   r"([a-z_]+\.[a-z_0-9]+)", text))
+    targets = re.findall(r"custom_call\s*@([\w.$]+)", text)
+    targets += re.findall(r'call_target_name\s*=\s*"([^"]+)"', text)
+    refused = sorted({op for op in ops if op.split(".")[0] not in ALLOWED_DIALECTS}
+                     | (set(ops) & REFUSED_OPS)
+                     | {f"custom_call @{t}" for t in targets
+                        if not ALLOWED_CUSTOM_CALLS.match(t)})
+    arg_attrs = re.findall(r"%arg(\d+): [^{)]*\{([^}]*)\}", _main_signature(text))
+    donated = [int(i) for i, attrs in arg_attrs
+               if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
+    aliased = [int(i) for i, attrs in arg_attrs if "tf.aliasing_output" in attrs]
+    locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
+    return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
+            "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
+            "manual_ops": _manual_ops(text), "size": len(text),
+            "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
+            "largest_array": largest_array(text),
+            "region_work": region_work(text)}
+
+
+def _manual_ops(text: str) -> dict:
+    """Op counts inside the bodies of ``sdy.manual_computation`` (``jax.shard_map``).
+
+    MLIR prints a region's ops indented under the op that holds it, up to a line at the
+    op's own indentation that closes it.
+    """
+    ops: Counter = Counter()
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "sdy.manual_computation" not in line:
+            i += 1
+            continue
+        indent = len(line) - len(line.lstrip())
+        i += 1
+        while i < len(lines):
+            inner = lines[i]
+            if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
+                break
+            m = re.match(r'\s*(?:%[\w#:, %]+ = )?"?([a-z_]+\.[a-z_0-9]+)', inner)
+            if m:
+                ops[m.group(1)] += 1
+            i += 1
+    return dict(sorted(ops.items()))
+
+
+def collective_counts(hlo_text: str) -> dict[str, int]:
+    r"""How many collective ops of each class the (optimized) HLO holds; ``-start`` forms
+    count as their class, ``-done`` forms not at all (they close the same op).
+
+    >>> collective_counts("%a = f32[8]{0} all-reduce-start(f32[8]{0} %p)\n"
+    ...                   "%b = f32[8]{0} all-reduce-done(f32[8]{0} %a)")
+    {'all-reduce': 1}
+    """
+    return dict(sorted(Counter(m.group(1) for m in _COLLECTIVE_COUNT.finditer(hlo_text)).items()))
+
+
+_HLO_ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8\w*?)\[([\d,]*)\]")
+_HLO_BITS = {"pred": 8, "bf16": 16, "c64": 64, "c128": 128}
+
+
+def _hlo_bytes(text: str) -> int:
+    """Bytes of every array type written in a piece of HLO text (``f32[8,16]{1,0}``)."""
+    total = 0
+    for dtype, dims in _HLO_ARRAY.findall(text):
+        bits = _HLO_BITS.get(dtype) or int(re.sub(r"\D.*", "", dtype[1:]) or 8)
+        if dtype.startswith("f8"):
+            bits = 8
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * bits // 8
+    return total
+
+
+def collective_bytes(hlo_text: str) -> dict[str, int]:
+    r"""Bytes each class of collective moves in (optimized) HLO, summed over its ops: for
+    each op, the larger of what it reads and what it returns (an all-reduce's buffer,
+    an all-gather's gathered array). Any element type; ``-done`` forms not counted.
+
+    >>> collective_bytes("%a = f32[8,16]{1,0} all-reduce(f32[8,16]{1,0} %p), to_apply=%add\n"
+    ...                  "%g = bf16[64]{0} all-gather(bf16[8]{0} %q), dimensions={0}")
+    {'all-gather': 128, 'all-reduce': 512}
+    """
+    out: Counter = Counter()
+    for line in hlo_text.splitlines():
+        match = _COLLECTIVE_COUNT.search(line)
+        if match is None or "=" not in line[:match.start()]:
+            continue
+        result = line[line.index("=", 0, match.start()) + 1:match.start()]
+        operands = line[match.end():].split("),", 1)[0]
+        out[match.group(1)] += max(_hlo_bytes(result), _hlo_bytes(operands))
+    return dict(sorted(out.items()))
+
+
+def collective_classes(hlo_text: str) -> list[str]:
+    """The classes of collective ops in (optimized) HLO text, sorted.
+
+    >>> collective_classes("%ars = f32[8]{0} all-reduce-start(f32[8]{0} %p)\\n"
+    ...                    "%all-gather.2 = f32[] add(f32[] %a, f32[] %b)")
+    ['all-reduce']
+    """
+    return sorted({m.group(1) for m in _COLLECTIVE_OP.finditer(hlo_text)})
+
+
+def _main_signature(text: str) -> str:
+    m = re.search(r"func\.func public @main\((.*?)\)\s*->", text, re.S)
+    return m.group(1) if m else ""
+
+
+_LOC = re.compile(r'loc\("((?:jit|pjit)\([^"]*)"')
+_TRANSFORM = re.compile(r"^[\w.]+\(.*\)$")  # jit(f), jvp(), transpose(jvp()), vmap(...)
+_DOT = re.compile(r"stablehlo\.dot_general\b.*:\s*\((tensor<[^>]*>),\s*(tensor<[^>]*>)\)"
+                  r"\s*->\s*(tensor<[^>]*>)")
+
+
+def scope_facts(text: str) -> dict[str, list[str]]:
+    """``{primitive: sorted scope paths}`` from the op locations of an exported program
+    (its text, or its ``locations`` fact joined as ``loc("...")`` entries).
+
+    A scope path joins the ``jax.named_scope`` labels around the op (``""`` when none).
+
+    >>> scope_facts('loc("jit(step)/grad/transpose(jvp())/dot_general") '
+    ...             'loc("jit(step)/update/sub") loc("jit(step)/sub") loc("w")')
+    {'dot_general': ['grad'], 'sub': ['', 'update']}
+    """
+    facts: dict[str, set] = {}
+    for name in _LOC.findall(text):
+        parts = name.split("/")
+        if len(parts) < 2:
+            continue
+        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
+        facts.setdefault(parts[-1], set()).add("/".join(scopes))
+    return {prim: sorted(paths) for prim, paths in sorted(facts.items())}
+
+
+def _element_type(tensor: str) -> str:
+    # tensor<256x64xbf16> -> bf16; tensor<f32> -> f32
+    return tensor[len("tensor<"):-1].split("x")[-1]
+
+
+def dot_facts(text: str) -> list[tuple[str, str, str]]:
+    """``[(lhs dtype, rhs dtype, result dtype), ...]`` for each ``dot_general``.
+
+    >>> dot_facts("%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : "
+    ...           "(tensor<2x3xbf16>, tensor<3x2xbf16>) -> tensor<2x2xf32> loc(#loc9)")
+    [('bf16', 'bf16', 'f32')]
+    """
+    return [tuple(_element_type(t) for t in m.groups()) for m in _DOT.finditer(text)]

@@ -1,0 +1,2 @@
+"""Checks of training code (07): a train step and an epoch that threads its state.
+"""
