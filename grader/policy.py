@@ -81,6 +81,8 @@ def _private(package: str, name: str) -> bool:
     return name.startswith("_") or name in _PRIVATE_SUBMODULES.get(package, frozenset())
 
 
+# Transfer-guard levels a solution may set: they only make JAX stricter.
+_GUARD_KEPT = {"disallow", "disallow_explicit"}
 _LIBRARY_ALIASES = {"jax", "jnp", "np", "numpy", "lax", "optax", "course", "autograder",
                     "random", "jr", "plt", "pl", "functools", "math", "sys", "os"}
 
@@ -173,7 +175,26 @@ class _Scan(ast.NodeVisitor):
                 and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
                 and func.value.func.id in ("globals", "vars", "locals")):
             self.flag(node, f"writes to {func.value.func.id}()")
+        self._transfer_guard(node)
         self.generic_visit(node)
+
+    def _transfer_guard(self, node: ast.Call) -> None:
+        """The transfer guard loosened (``jax.transfer_guard("allow")``, any of its
+        one-direction forms, or the ``jax_transfer_guard*`` flags): a check that runs the
+        student's code under ``"disallow"`` (09_debugging's quiet_train) is switched off
+        from inside by a thread-local setting. Tightening it is the student's own test."""
+        path = dotted(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute)
+                                     else "")
+        last = path.rsplit(".", 1)[-1]
+        level = node.args[0] if node.args else None
+        if last == "update" and node.args and isinstance(node.args[0], ast.Constant) \
+                and str(node.args[0].value).startswith("jax_transfer_guard"):
+            level = node.args[1] if len(node.args) > 1 else None
+        elif not last.startswith("transfer_guard"):
+            return
+        if not (isinstance(level, ast.Constant) and level.value in _GUARD_KEPT):
+            shown = repr(level.value) if isinstance(level, ast.Constant) else "a computed level"
+            self.flag(node, f"sets JAX's transfer guard to {shown}")
 
     def _by_name(self, node: ast.Call, fn: str) -> None:
         """``getattr``/``hasattr`` by a computed name reach anything only on a module (an

@@ -24,6 +24,9 @@ def _nb():
 
 
 HONEST = {
+    # Making the guard stricter is a student's own test, not tampering.
+    "transfer_guard_disallow": "def f(x):\n    with jax.transfer_guard('disallow'):\n"
+                               "        return x + 1\n",
     "plain": "def f(x):\n    return jnp.sum(x ** 2) + x_data[0]\n",
     "partial_jit": "from functools import partial\n@partial(jax.jit, static_argnums=1)\n"
                    "def f(x, n):\n    return jax.lax.fori_loop(0, n, lambda i, v: v / 2, x)\n",
@@ -76,6 +79,13 @@ TAMPERING = {
                          "private module autograder.core"),
     "grader_attribute": ("import autograder\nautograder.jit.compile.is_jit_function = id\n",
                          "private autograder.jit"),
+    # A guard a check set, loosened from inside (09_debugging's quiet_train).
+    "transfer_guard_allow": ("def f(x):\n    with jax.transfer_guard('allow'):\n"
+                             "        return x\n", "transfer guard to 'allow'"),
+    "transfer_guard_h2d_log": ("jax.transfer_guard_host_to_device('log')\n",
+                               "transfer guard to 'log'"),
+    "transfer_guard_flag": ("jax.config.update('jax_transfer_guard', 'allow')\n",
+                            "transfer guard to 'allow'"),
     "globals_write": ("globals()['f'] = print\n", "globals()"),
     "jax_internals": ("from jax._src import core\n", "jax._src"),
     "threads": ("import threading\n", "imports threading"),
@@ -119,3 +129,30 @@ def test_held_exercises_hold_their_test_cells_with_the_reason():
 
 def test_a_syntax_error_is_the_students_own_failure_not_tampering():
     assert held_exercises(_nb(), {"m_f": "def f(x)\n    return x\n"}) == {}
+
+
+def _modules() -> list[str]:
+    from tests.conftest import REPO
+
+    return sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir()
+                  and (REPO / "tests" / "variants" / f"{p.name}.py").exists())
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_no_correct_variant_is_held(module):
+    """A correct answer is never held for review: every correct variant of the course's
+    exercises (tests/variants/) passes the policy, alone in its solution cell."""
+    import importlib
+    import json
+
+    from tests.conftest import REPO
+
+    source = json.loads((REPO / "source" / module / f"{module}.ipynb").read_text())
+    variants = importlib.import_module(f"tests.variants.{module}").VARIANTS
+    held = {}
+    for gid, v in variants.items():
+        for k, code in enumerate(v["correct"]):
+            found = held_exercises(source, {gid: code})
+            if found:
+                held[f"{gid} correct #{k}"] = found
+    assert held == {}
