@@ -73,7 +73,7 @@ def explain_transfers(observed, expected, *, label: str, section: str | None = N
     (None when it made none and its values match). ``hint`` and ``fix`` are about the
     values: a transfer gets its own cause and fix.
 
-    >>> from autograder import _wire
+    >>> from autograder.core import wire as _wire
     >>> err = RuntimeError("INVALID_ARGUMENT: Disallowed host-to-device transfer: "
     ...                    "aval=ShapedArray(float32[], weak_type=True), dst_sharding=...")
     >>> print(explain_transfers(_wire.observe_error(err), None, label="f(x)",
