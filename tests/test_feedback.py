@@ -5,6 +5,7 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from autograder import format_failure, quiet
 from autograder.core.feedback import call_signature, describe_value
@@ -92,3 +93,30 @@ def test_ipython_traceback_hides_library_frames():
     assert "autograder/core/numeric.py" not in text and "autograder/core/feedback.py" not in text
     assert "test_feedback.py" in text  # the caller's own frame stays
     del shell
+
+
+def test_a_students_error_keeps_their_frames_and_none_of_the_library():
+    """A check that fails on the student's exception chains it, its traceback cut to the
+    student's frames: no frame from any file of the autograder package, whichever
+    subpackage the check lives in."""
+    import os
+
+    import jax.numpy as jnp
+
+    import autograder
+    from autograder import CheckFailure, assert_compiles_at_most
+
+    def student(x):
+        return x.reshape(7)  # raises inside JAX, called from the library
+
+    with pytest.raises(CheckFailure) as info:  # a check of the jit/ subpackage
+        assert_compiles_at_most(student, [(jnp.ones(2),)], 1)
+    cause = info.value.__cause__
+    assert isinstance(cause, Exception)
+    files, tb = [], cause.__traceback__
+    while tb is not None:
+        files.append(os.path.abspath(tb.tb_frame.f_code.co_filename))
+        tb = tb.tb_next
+    library = os.path.dirname(os.path.abspath(autograder.__file__)) + os.sep
+    assert any(f == os.path.abspath(__file__) for f in files)  # the student's line stays
+    assert not [f for f in files if f.startswith(library)]

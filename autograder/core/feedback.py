@@ -15,7 +15,9 @@ import types
 from typing import Any, Sequence
 
 
-_LIBRARY_DIR = os.path.dirname(os.path.abspath(__file__))
+# The autograder package (this file is in its core/ subpackage): frames from any of its
+# files are the library's, not the student's.
+_LIBRARY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class CheckFailure(AssertionError):
@@ -41,11 +43,16 @@ class CheckFailure(AssertionError):
         return traceback.format_exception(type(self), self, tb)
 
 
+def is_library_file(path: str) -> bool:
+    """Is ``path`` a file of the autograder package (any of its subpackages)?"""
+    return os.path.abspath(path).startswith(_LIBRARY_DIR + os.sep)
+
+
 def without_library_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
     """The traceback chain without frames from files of the autograder package."""
     kept = []
     while tb is not None:
-        if os.path.dirname(os.path.abspath(tb.tb_frame.f_code.co_filename)) != _LIBRARY_DIR:
+        if not is_library_file(tb.tb_frame.f_code.co_filename):
             kept.append(tb)
         tb = tb.tb_next
     new = None

@@ -28,11 +28,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from autograder.core.check import Check, call, explainer, run
-from autograder.core.feedback import call_signature, format_failure
+from autograder.core.feedback import call_signature, format_failure, is_library_file
 from autograder.random.keys import collect_key_data, fresh_keys
 
 _array_equal = np.array_equal
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 _REUSE_CAUSE = ("a key that was already passed to a sampler or split was used again: the two "
                 "draws are not independent (often identical); or a key kept outside the "
@@ -50,7 +49,7 @@ def _student_line(err: BaseException) -> str | None:
     frames = traceback.extract_tb(err.__traceback__)
     for fr in reversed(frames):
         path = fr.filename or ""
-        if (path.startswith(_HERE) or "site-packages" in path or path.startswith("<frozen")
+        if (is_library_file(path) or "site-packages" in path or path.startswith("<frozen")
                 or os.sep + "jax" + os.sep in path or os.sep + "jaxlib" + os.sep in path):
             continue
         code = (fr.line or "").strip()
