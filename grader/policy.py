@@ -241,9 +241,8 @@ class _Scan(ast.NodeVisitor):
             self.flag(node, f"uses sys.{attr}")
         if root == "os" and attr in _OS and isinstance(node.value, ast.Name):
             self.flag(node, f"uses os.{attr}")
-        if (root in ("autograder", "course") and isinstance(node.value, ast.Name)
-                and _private(root, attr)) or (root in ("autograder", "course")
-                                             and attr.startswith("_")):
+        if root in ("autograder", "course") and (attr.startswith("_") or (
+                isinstance(node.value, ast.Name) and _private(root, attr))):
             self.flag(node, f"uses the private {root}.{attr}")
         if root == "jax" and attr in _JAX_PRIVATE and isinstance(node.value, ast.Name):
             self.flag(node, f"uses jax.{attr}")

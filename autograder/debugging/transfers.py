@@ -66,6 +66,7 @@ def transferred_value(error: str) -> str | None:
     return f"{'an' if aval[:1] in 'aeiou' else 'a'} {aval} array"
 
 
+@explainer("no_implicit_transfers", errors=True)
 def explain_transfers(observed, expected, *, label: str, section: str | None = None,
                       hint: str | None = None, fix: str | None = None,
                       **params) -> str | None:
@@ -108,11 +109,6 @@ def explain_transfers(observed, expected, *, label: str, section: str | None = N
             section=section)
     return explain_tree(observed, expected, label=label, section=section, hint=hint,
                         fix=fix, **params)
-
-
-@explainer("no_implicit_transfers", errors=True)
-def _explain(observed, expected, **params):
-    return explain_transfers(observed, expected, **params)
 
 
 def assert_no_implicit_transfers(fn: Callable, reference: Callable, args: Sequence = (),

@@ -181,44 +181,11 @@ def explain_kernel_check(observed, expected, *, label: str, rules: dict,
     if not isinstance(facts, dict):
         return format_failure(f"the grader could not read the kernels of {label}",
                               section=section)
-    message = (explain_kernel_structure(facts, rules, name=label, section=section,
-                                        hint=hint, fix=fix)
-               or explain_not_inside(facts, rules.get("not_inside") or (), name=label,
-                                     section=section, hint=hint, fix=fix))
+    message = explain_kernel_structure(facts, rules, name=label, section=section,
+                                       hint=hint, fix=fix)
     if message:
         return message
     return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
-
-
-def explain_not_inside(facts: dict, ops: Sequence[str], *, name: str = "the program",
-                       section: str | None = None, hint: str | None = None,
-                       fix: str | None = None) -> str | None:
-    """The message when a kernel computes one of ``ops``, or None (pure).
-
-    Read from each kernel's ``inside`` counts (:func:`collect_kernel_facts`); a compiled
-    kernel, whose body cannot be read, is not judged.
-
-    >>> facts = {"kernels": [{"inside": {"logistic": 1}}, {"inside": {"multiply": 3}}]}
-    >>> explain_not_inside(facts, ["exponential", "logistic"]) is None
-    False
-    >>> explain_not_inside({"kernels": facts["kernels"][1:]}, ["logistic"]) is None
-    True
-    """
-    kernels = facts.get("kernels") or []
-    for op in ops:
-        found = [(k, kernel["inside"][op]) for k, kernel in enumerate(kernels, 1)
-                 if isinstance(kernel.get("inside"), dict) and kernel["inside"].get(op)]
-        if found:
-            where = "; ".join(f"{n} in kernel {k} of {len(kernels)}" for k, n in found)
-            return format_failure(
-                f"{name} computes `{op}` inside its kernel",
-                expected=f"no `{op}` in any kernel of this program",
-                got=f"`{op}`: {where}",
-                cause=hint or "the kernel computes a value it could read from an input "
-                              "(a residual the forward pass already computed)",
-                fix=fix or "pass that value to the kernel and read it from its Ref",
-                section=section)
-    return None
 
 
 def _explain_export_error(observed, label: str, section: str | None) -> str | None:

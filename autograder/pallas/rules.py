@@ -44,6 +44,8 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
     - ``inside``: ops that must run inside a kernel;
     - ``not_outside``: ops that must not run outside the kernels; when given, no other
       computing op may either (only the layout ops of :data:`LAYOUT_OUTSIDE`);
+    - ``not_inside``: ops that no kernel may compute (a backward kernel that must read a
+      residual rather than compute it again);
     - ``max_reduce_depth``: the longest chain of reductions feeding one another.
 
     Facts a compiled (GPU/TPU) kernel does not show are ``None`` and are not judged.
@@ -67,7 +69,7 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
     kernels = observed.get("kernels", [])
     outside = observed.get("outside", {})
     for rule in (_rule_kernels, _rule_outside, _rule_steps, _rule_grid, _rule_blocks,
-                 _rule_inside, _rule_depth):
+                 _rule_inside, _rule_depth, _rule_not_inside):
         found = rule(kernels, outside, expected, name)
         if found:
             return msg(*found)
@@ -223,6 +225,29 @@ def _rule_depth(kernels, outside, expected, name):
                     "a statistic is computed from another one, e.g. the variance as the "
                     "mean of (x - mean)**2, or with jnp.var",
                     "compute all the sums from one read of the block, then combine them")
+    return None
+
+
+def _rule_not_inside(kernels, outside, expected, name):
+    """A kernel computes an op it must read instead (a kernel whose body cannot be read,
+    compiled for a GPU or TPU, is not judged).
+
+    >>> facts = {"kernels": [{"inside": {"logistic": 1}}, {"inside": {"multiply": 3}}]}
+    >>> _rule_not_inside(facts["kernels"], {}, {"not_inside": ["logistic"]}, "f")[2]
+    '`logistic`: 1 in kernel 1 of 2'
+    >>> _rule_not_inside(facts["kernels"][1:], {}, {"not_inside": ["logistic"]}, "f") is None
+    True
+    """
+    for op in expected.get("not_inside") or ():
+        found = [(k, kernel["inside"][op]) for k, kernel in enumerate(kernels, 1)
+                 if isinstance(kernel.get("inside"), dict) and kernel["inside"].get(op)]
+        if found:
+            where = "; ".join(f"{n} in kernel {k} of {len(kernels)}" for k, n in found)
+            return (f"{name} computes `{op}` inside its kernel",
+                    f"no `{op}` in any kernel of this program", f"`{op}`: {where}",
+                    "the kernel computes a value it could read from an input (a residual "
+                    "the forward pass already computed)",
+                    "pass that value to the kernel and read it from its Ref")
     return None
 
 
