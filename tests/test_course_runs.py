@@ -6,7 +6,10 @@ more runs it with correct variant ``k`` of EVERY exercise in place at once, for
 ``k = 0, 1, ...`` up to the largest number of correct variants any exercise has (an
 exercise with fewer keeps the instructor's solution). So a lesson cell after an
 exercise must survive every allowed answer: a step that donates its inputs, a
-function returned jitted or not, a Counter instead of a dict.
+function returned jitted or not, a Counter instead of a dict. A variant run executes
+what its answers reach (the lesson cells that read them, and what those need, as the
+grader's lesson analysis decides it); the lessons no answer reaches run the same in
+every run, so the solution run is where they run (variant runs took half the time).
 
 With the variants, a graded test cell that reads another exercise's names (a name
 bound by another solution cell that holds a variant in this run) runs too, hidden tests
@@ -134,7 +137,8 @@ def _build(nb, variants: dict, k: int | None):
     # What each varied answer reaches: its names, and the names of every later lesson cell
     # that reads one of them (`step = make_train_step(...)`), in notebook order.
     reach = {g: set(names) for g, names in varied.items()}
-    for cell in nb.cells:
+    readers: set[int] = set()  # the lesson cells that read a varied answer
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and not _is_test(cell) and not _is_solution(cell):
             try:
                 read, bound = _read_names(cell.source), _bound_names(cell.source)
@@ -143,6 +147,7 @@ def _build(nb, variants: dict, k: int | None):
             for names in reach.values():
                 if read & names:
                     names |= bound
+                    readers.add(index)
     for cell in nb.cells:
         if not _is_test(cell):
             continue
@@ -155,7 +160,39 @@ def _build(nb, variants: dict, k: int | None):
             cell.source = _isolated(cell.source, gid)
         else:
             cell.source = ""
+    if k is not None:
+        _leave_out_the_rest(nb, varied, readers)
     return nb, used
+
+
+def _leave_out_the_rest(nb, varied: dict, readers: set[int]) -> None:
+    """Empties the code cells that nothing a variant reaches needs.
+
+    What runs: the setup cell, the varied solution cells, the lesson cells that read
+    what a variant binds (directly or through another lesson), the isolated test cells,
+    and every cell these need, as the grader decides it for a graded run
+    (:func:`grader.lessons.needed_cells`: a cell that binds a name they read, may change
+    an object they read, or changes state beyond its names). A lesson that reads no
+    answer runs the same in every run, so the solution run (``k=None``, every cell) is
+    where it runs; most of each variant run was such lessons (plots, timings, demos).
+    """
+    from grader.lessons import needed_cells
+
+    roots = {i for i, c in enumerate(nb.cells)
+             if (_is_solution(c) and _nbgrader(c)["grade_id"] in varied)
+             or (_is_test(c) and c.source) or i in readers}
+    # Roots are marked as test cells for the analysis, which always runs those (as a
+    # solution cell, a root would make the plain cell after it a try-it cell, never run).
+    root_meta = {"nbgrader": {"solution": False, "grade": True, "grade_id": "root"}}
+    analysed = [{**c, "metadata": root_meta if i in roots else {},
+                 "source": "" if _is_test(c) and not c.source else c.source}
+                for i, c in enumerate(nb.cells)]
+    keep, gave_up = needed_cells({**nb, "cells": analysed})
+    if gave_up:
+        return
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and i not in keep:
+            cell.source = ""
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -228,3 +265,29 @@ def test_a_test_that_reads_another_exercise_runs_isolated():
     assert tests["test_a"] == "" and tests["test_c"] == ""
     solution_run, _ = _build(nbformat.from_dict(nb), variants, None)
     assert all(c.source == "" for c in solution_run.cells if _is_test(c))
+
+
+def test_a_variant_run_leaves_out_only_what_no_answer_reaches():
+    def cell(source, **nbgrader):
+        c = nbformat.v4.new_code_cell(source)
+        if nbgrader:
+            c.metadata["nbgrader"] = nbgrader
+        return c
+
+    nb = nbformat.v4.new_notebook(cells=[
+        cell("import course\ncourse.setup()\n"),
+        cell("scale = 3\n"),                                 # read by a reader: runs
+        cell("import matplotlib\nplot = 'a demo'\n"),        # nothing reads it: left out
+        cell("def f(x):\n    return x\n", solution=True, grade=False, grade_id="a"),
+        cell("f(1)\n", solution=False, grade=True, grade_id="test_a"),
+        cell("shown = f(scale)\n"),                          # reads a's answer: runs
+        cell("print(shown)\n"),                              # reads what it bound: runs
+        cell("import jax\njax.config.update('jax_enable_x64', False)\n"),  # state: runs
+        cell("print('the end')\n"),                          # left out
+    ])
+    variants = {"a": {"correct": ["def f(x):\n    return x + 0\n"], "wrong": []}}
+    run, _ = _build(nbformat.from_dict(nb), variants, 0)
+    ran = [i for i, c in enumerate(run.cells) if c.source]
+    assert ran == [0, 1, 3, 5, 6, 7], ran
+    solution_run, _ = _build(nbformat.from_dict(nb), variants, None)
+    assert [i for i, c in enumerate(solution_run.cells) if c.source] == [0, 1, 2, 3, 5, 6, 7, 8]
