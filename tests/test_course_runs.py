@@ -239,13 +239,15 @@ def test_build_run_puts_variant_k_everywhere_and_empties_tests():
         assert all(c.source == "" for c in run.cells if _is_test(c))
 
 
-def test_a_test_that_reads_another_exercise_runs_isolated():
-    def cell(source, **nbgrader):
-        c = nbformat.v4.new_code_cell(source)
-        if nbgrader:
-            c.metadata["nbgrader"] = nbgrader
-        return c
+def cell(source, **nbgrader):
+    """A code cell with ``nbgrader`` metadata when given."""
+    c = nbformat.v4.new_code_cell(source)
+    if nbgrader:
+        c.metadata["nbgrader"] = nbgrader
+    return c
 
+
+def test_a_test_that_reads_another_exercise_runs_isolated():
     nb = nbformat.v4.new_notebook(cells=[
         cell("def f(x):\n    return x\n", solution=True, grade=False, grade_id="a"),
         cell("f(1)\n", solution=False, grade=True, grade_id="test_a"),
@@ -268,12 +270,6 @@ def test_a_test_that_reads_another_exercise_runs_isolated():
 
 
 def test_a_variant_run_leaves_out_only_what_no_answer_reaches():
-    def cell(source, **nbgrader):
-        c = nbformat.v4.new_code_cell(source)
-        if nbgrader:
-            c.metadata["nbgrader"] = nbgrader
-        return c
-
     nb = nbformat.v4.new_notebook(cells=[
         cell("import course\ncourse.setup()\n"),
         cell("scale = 3\n"),                                 # read by a reader: runs
