@@ -155,7 +155,9 @@ def _main(argv: list[str] | None = None) -> int:
 
         parser.add_argument("assignments", nargs="*")
         parser.add_argument("--parts", nargs="+", default=["student", "grading", "scale"],
-                            choices=["student", "grading", "scale"])
+                            choices=["student", "grading", "scale", "growth"],
+                            help="growth (not in the default): the pipeline on 24, 48 and "
+                                 "96 submissions of --scale-module")
         parser.add_argument("--size", type=int, default=24, help="submissions per class")
         parser.add_argument("--scale-module", default="01_grad")
         args = parser.parse_args(rest)

@@ -222,6 +222,9 @@ def main(assignments: list[str], out: Path = REPO / "artifacts" / "bench", *,
     if "scale" in parts:
         print(f"== scale: {scale_module}, 1 and 2 local workers, 2-worker Dask on loopback")
         report["scale"] = _bench_grading.scale(scale_module, size)
+    if "growth" in parts:
+        print(f"== growth: {scale_module}, the pipeline on 24, 48 and 96 submissions")
+        report["growth"] = _bench_grading.growth(scale_module)
     if "machine" not in report:
         import jax
 

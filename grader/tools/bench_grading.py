@@ -13,7 +13,9 @@ gaps between nbgrader's successive autograded notebooks; pipeline: each task's
 time), peak memory (plain: the largest process nbgrader started, from rusage;
 pipeline: the largest sandbox's cgroup peak), and whether the honest submissions'
 scores are equal. Scale: the same class with 1 and 2 local workers and on a
-2-worker Dask cluster on loopback, and the arithmetic for a class of 1,000.
+2-worker Dask cluster on loopback, and the arithmetic for a class of 1,000. Growth:
+the pipeline alone on classes of 24, 48 and 96 submissions of one module, and whether
+its time grows linearly with the class (:func:`linearity`).
 """
 from __future__ import annotations
 
@@ -251,3 +253,47 @@ def scale(assignment: str, size: int) -> dict:
               f"{k} machines x cores -> {v} min" for k, v in arithmetic["examples_min"].items()))
     return {"assignment": assignment, "submissions": size, "runs": rows,
             "class_of_1000": arithmetic}
+
+
+def linearity(walls: dict[int, float], tolerance: float = 0.25) -> dict:
+    """Whether grading time grows linearly with the class: a straight line
+    ``T(n) = fixed + per_submission * n`` fitted to ``{class size: wall seconds}``
+    (least squares), the marginal cost of each step between successive sizes, and
+    ``linear``: every marginal cost within ``tolerance`` of the fitted slope (a cost per
+    submission that grows with the class, from a cache or a queue that fills, breaks it).
+
+    >>> linearity({24: 70.0, 48: 130.0, 96: 250.0})["linear"]
+    True
+    >>> r = linearity({24: 70.0, 48: 130.0, 96: 400.0})
+    >>> r["linear"], r["marginal_s"]
+    (False, [2.5, 5.625])
+    """
+    sizes = sorted(walls)
+    mean_n = statistics.fmean(sizes)
+    mean_t = statistics.fmean(walls[n] for n in sizes)
+    slope = (sum((n - mean_n) * (walls[n] - mean_t) for n in sizes)
+             / sum((n - mean_n) ** 2 for n in sizes))
+    marginal = [(walls[b] - walls[a]) / (b - a) for a, b in zip(sizes, sizes[1:])]
+    return {"sizes": sizes, "wall_s": [round(walls[n], 1) for n in sizes],
+            "per_submission_s": round(slope, 3), "fixed_s": round(mean_t - slope * mean_n, 1),
+            "marginal_s": [round(m, 3) for m in marginal],
+            "linear": slope > 0 and all(abs(m - slope) <= tolerance * slope for m in marginal)}
+
+
+def growth(assignment: str, sizes: tuple[int, ...] = (24, 48, 96)) -> dict:
+    """The pipeline (the grader's defaults, sandbox on, reference run included) on
+    classes of each size, each in a scratch course of its own, and :func:`linearity`."""
+    walls, runs = {}, {}
+    with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
+        for size in sizes:
+            run = pipeline(Path(tmp), assignment, size, workers=None, name=f"class{size}")
+            walls[size] = run["wall_s"]
+            runs[size] = {k: run[k] for k in ("wall_s", "workers", "latency_s", "phases_s",
+                                              "attention")}
+            print(f"{assignment:16s} {size:4d} submissions {run['wall_s']:7.1f} s "
+                  f"({run['wall_s'] / size:.2f} s each)")
+    fit = linearity(walls)
+    print(f"{assignment:16s} T(n) = {fit['fixed_s']} s + {fit['per_submission_s']} s * n; "
+          f"marginal s per submission {fit['marginal_s']}: "
+          f"{'linear' if fit['linear'] else 'NOT linear'}")
+    return {"assignment": assignment, "runs": runs, **fit}
