@@ -7,6 +7,7 @@ a kernel lowers to fails these tests instead of misgrading students.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -608,3 +609,173 @@ def test_a_compiled_kernel_is_judged_in_interpret_mode_where_jax_runs_on_an_acce
                             blocks=[(8, 128), (8, 128)], inside=["sine"])
     with pytest.raises(CheckFailure, match="grid"):
         assert_kernel_structure(compiled, (x,), grid=[6])
+
+
+# --- input_output_aliases: an output written into an input's buffer (10_pallas ex. 7) --
+
+def _add_into_kernel(x_ref, r_ref, o_ref):
+    o_ref[...] = x_ref[...] + r_ref[...]
+
+
+def add_into(x, r, block_rows, aliases=None):
+    """x + r in blocks of whole rows; ``aliases={1: 0}`` writes it over r's buffer."""
+    spec = _rows(block_rows, x.shape[1])
+    return pl.pallas_call(_add_into_kernel, out_shape=jax.ShapeDtypeStruct(r.shape, r.dtype),
+                          grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec, spec],
+                          out_specs=spec, input_output_aliases=aliases or {},
+                          interpret=True)(x, r)
+
+
+def _add_norm_kernel(x_ref, r_ref, y_ref, h_ref):
+    h = x_ref[...] + r_ref[...]
+    h_ref[...] = h
+    y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + 1e-6)
+
+
+def add_norm(x, r, block_rows, aliases=None, swap=False):
+    """(norm(h), h) for h = x + r: two outputs, h aliased as ``aliases`` says; with
+    ``swap`` the kernel receives (r, x)."""
+    spec = _rows(block_rows, x.shape[1])
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return pl.pallas_call(_add_norm_kernel, out_shape=(out, out),
+                          grid=(pl.cdiv(x.shape[0], block_rows),), in_specs=[spec, spec],
+                          out_specs=(spec, spec), input_output_aliases=aliases or {},
+                          interpret=True)(*((r, x) if swap else (x, r)))
+
+
+def test_aliases_are_read_from_the_grid_loop():
+    # The interpreter starts an aliased output from the input's value and carries each
+    # written block back into both: the loop returns one value for the two.
+    x, r = jnp.ones((20, 128)), jnp.full((20, 128), 2.0)   # the last block sticks out
+    for aliases, want in (({1: 0}, [[1, 0, 1]]), ({0: 0}, [[0, 0, 0]]), (None, [])):
+        (k,) = _facts(lambda x, r: add_into(x, r, 8, aliases), x, r)["kernels"]
+        assert k["aliases"] == want, aliases
+        # The aliased input is no longer written back on its own; its block still counts.
+        assert k["blocks"] == [[8, 128]] * 3 and k["steps"] == 3
+    # Outputs are counted from 0 after the inputs; the argument an input holds is
+    # followed through the padding and through a jit of its own.
+    for aliases in ({1: 1}, {0: 1}, {1: 0}, {0: 0, 1: 1}):
+        def step(x, r):
+            return add_norm(x, r, 8, aliases)
+
+        (k,) = _facts(jax.jit(step), x, r)["kernels"]
+        assert k["aliases"] == sorted([i, o, i] for i, o in aliases.items()), aliases
+        assert k["blocks"] == [[8, 128]] * 4
+        assert k["arguments"] == [0, 1]
+    (k,) = _facts(lambda x, r: add_norm(x, r, 8, {1: 1}, swap=True), x, r)["kernels"]
+    assert k["aliases"] == [[1, 1, 0]]                  # kernel input 1 holds x
+    assert k["arguments"] == [1, 0]
+    (k,) = _facts(lambda x, r: add_into(x, 2.0 * r, 8, {1: 0}), x, r)["kernels"]
+    assert k["aliases"] == [[1, 0, None]]               # a value computed before the kernel
+    assert k["arguments"] == [0, None]
+    (k,) = _facts(lambda x, r: add_into(x[None, 0], r.reshape(20, 128), 8), x, r)["kernels"]
+    assert k["arguments"] == [None, 1]                  # a reshape keeps the argument
+    # A kernel that writes through the aliased input's Ref: the same buffer.
+    def through_input(x_ref, r_ref, o_ref):
+        r_ref[...] = x_ref[...] + r_ref[...]
+
+    spec = _rows(8, 128)
+    written = lambda x, r: pl.pallas_call(  # noqa: E731
+        through_input, out_shape=jax.ShapeDtypeStruct(r.shape, r.dtype), grid=(3,),
+        in_specs=[spec, spec], out_specs=spec, input_output_aliases={1: 0},
+        interpret=True)(x, r)
+    assert jnp.all(written(x, r) == 3.0)
+    assert _facts(written, x, r)["kernels"][0]["aliases"] == [[1, 0, 1]]
+
+
+def test_aliases_are_read_from_an_older_interpreter_too():
+    # jax 0.10.2's interpreter (the TPU machine's, 2026-12-06) writes the input and the
+    # output of an aliased pair back separately; the output starts from the input's value.
+    # The programs: exercise 7's solution (input_output_aliases={1: 1}), exported there with
+    # export_program(..., interpret=True) at (16, 32) and (40, 16); read as 0.12's, neither
+    # showed the alias.
+    # With rows that do not fill the last block, the input and the output start from two
+    # paddings of the same argument.
+    data = Path(__file__).parent / "data"
+    for name, block, steps in (("add_rms_norm_alias_jax0102.mlir", [8, 32], 2),
+                               ("add_rms_norm_alias_padded_jax0102.mlir", [16, 16], 3)):
+        (k,) = collect_kernel_facts((data / name).read_text())["kernels"]
+        assert k["aliases"] == [[1, 1, 1]] and k["arguments"] == [0, 1, 2], name
+        assert k["blocks"] == [block, block, block[1:], block, block] and k["steps"] == steps
+
+
+def test_assert_aliases_teaches_what_to_alias():
+    x, r = jnp.ones((16, 128)), jnp.full((16, 128), 2.0)
+    rules = dict(kernels=1, steps=2, blocks=[(8, 128)] * 4, aliases={"r": 1},
+                 section="5.3 An output written in place")
+    assert assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {1: 1}},
+                                   **rules) is None
+    # The argument by its position among the arrays; other aliases are not judged.
+    assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {0: 0, 1: 1}},
+                            **{**rules, "aliases": {1: 1}})
+    with pytest.raises(CheckFailure) as err:     # no alias: h gets a buffer of its own
+        assert_kernel_structure(add_norm, (x, r, 8), name="add_norm(x, r, 8)", **rules)
+    text = str(err.value)
+    assert text.startswith("output 1 of the kernel of add_norm(x, r, 8) is a new buffer, "
+                           "not the buffer of `r` (argument 1)")
+    assert "expected: output 1 written into the buffer of `r` (argument 1)" in text
+    assert "got:      aliases: none" in text
+    assert "fix: alias output 1 to the kernel input that receives `r` (argument 1): " \
+           "input_output_aliases={that input: 1}" in text
+    assert text.endswith("reread: section 5.3 An output written in place")
+    with pytest.raises(CheckFailure) as err:     # h written over x instead of r
+        assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {0: 1}},
+                                name="add_norm(x, r, 8)", **rules)
+    text = str(err.value)
+    assert text.startswith("output 1 of the kernel of add_norm(x, r, 8) is written into the "
+                           "buffer of `x` (argument 0), expected `r` (argument 1)")
+    assert "got:      aliases: output 1 into kernel input 0, which holds `x` (argument 0)" \
+        in text
+    with pytest.raises(CheckFailure) as err:     # the right index, the inputs swapped
+        assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {1: 1}, "swap": True},
+                                name="add_norm(x, r, 8)", **rules)
+    assert "is written into the buffer of `x` (argument 0), expected `r`" in str(err.value)
+    with pytest.raises(CheckFailure) as err:     # the inputs in another order, judged
+        assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {0: 1}, "swap": True},
+                                arguments=["x", "r"], name="add_norm(x, r, 8)", **rules)
+    text = str(err.value)
+    assert text.startswith("the kernel of add_norm(x, r, 8) receives its inputs in another "
+                           "order")
+    assert "expected: inputs `x` (argument 0), `r` (argument 1)" in text
+    assert "got:      inputs `r` (argument 1), `x` (argument 0)" in text
+    assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {0: 1}, "swap": True},
+                            **rules)                 # the alias alone: r's buffer holds h
+    with pytest.raises(CheckFailure) as err:     # r's buffer given to the other output
+        assert_kernel_structure(add_norm, (x, r, 8), kwargs={"aliases": {1: 0}},
+                                name="add_norm(x, r, 8)", **rules)
+    assert str(err.value).startswith("the buffer of `r` (argument 1) holds output 0 of the "
+                                      "kernel of add_norm(x, r, 8), expected output 1")
+
+
+def test_aliases_are_judged_from_the_exported_program():
+    from autograder.core.check import REFERENCE, STUDENT
+
+    x, r = jnp.ones((16, 128)), jnp.full((16, 128), 2.0)
+
+    def in_place(x, r, block_rows):
+        return add_into(x, r, block_rows, {1: 0})
+
+    def kept(x, r, block_rows):
+        return add_into(x, r, block_rows)
+
+    with recorded(REFERENCE) as ref:
+        assert_kernel_structure(in_place, (x, r, 8), aliases={"r": 0})
+    assert ref[0].params["rules"]["aliases"] == [[1, 0]]
+    assert ref[0].params["rules"]["argument_names"] == ["x", "r"]
+    json.dumps(ref[0].params)
+    with recorded(STUDENT) as student:
+        assert_kernel_structure(in_place, (x, r, 8), aliases={"r": 0})
+    assert judge_programs(ref, student).passed
+    with recorded(STUDENT) as student:
+        assert_kernel_structure(kept, (x, r, 8), aliases={"r": 0})
+    verdict = judge_programs(ref, student)
+    assert not verdict.passed
+    # The reference's rules judge, with the reference's names.
+    assert "output 0 of the kernel of in_place(x=f32[16,128], r=f32[16,128], block_rows=int 8) " \
+           "is a new buffer, not the buffer of `r` (argument 1)" in verdict.message
+
+
+def test_a_compiled_kernel_shows_no_aliases_and_they_are_not_judged():
+    facts = {"kernels": [{"lowering": "mosaic_tpu", "steps": 2, "grid": None, "blocks": None,
+                          "inside": None, "reduce_depth": None}], "outside": {}}
+    assert explain_kernel_structure(facts, {"aliases": [[1, 0]]}) is None

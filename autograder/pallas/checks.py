@@ -19,7 +19,8 @@ Where the facts come from:
 - **exported program** (derived outside the student's process): that a
   ``pallas_call`` is present (its grid loop, told apart from a hand-written loop by
   the grid indices it advances), how many kernels, the grid (steps and per-axis
-  sizes), the block shape of every operand, the ops inside each kernel and outside
+  sizes), the block shape of every operand, which output a kernel writes into which
+  input's buffer (``input_output_aliases``), the ops inside each kernel and outside
   every kernel, and the chain of reductions inside a kernel (one pass or two). Every
   verdict of this module comes from these.
 - **in-process**: that every index map returns block indices inside its array, a
@@ -102,7 +103,10 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
                             blocks: Sequence[Sequence[int]] | None = None,
                             inside: Sequence[str] = (), not_outside: Sequence[str] = (),
                             not_inside: Sequence[str] = (),
-                            max_reduce_depth: int | None = None, name: str | None = None,
+                            max_reduce_depth: int | None = None,
+                            aliases: dict[int | str, int] | None = None,
+                            arguments: Sequence[int | str] | None = None,
+                            name: str | None = None,
                             section: str | None = None, hint: str | None = None,
                             fix: str | None = None) -> None:
     """Asserts facts about the Pallas kernels of ``jax.jit(fn)`` at these inputs.
@@ -126,6 +130,13 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
       not_inside: ops that no kernel may compute (a backward kernel that must read a
         residual rather than compute it again: ``["exponential", "logistic"]``).
       max_reduce_depth: the longest chain of reductions feeding one another.
+      aliases: ``{argument: output}``: the kernel's output ``output`` (counted from 0)
+        must be written in place into the buffer of the function's array argument
+        ``argument`` (its name, or its position among the array arguments), i.e.
+        ``input_output_aliases`` must alias that output to the kernel input that
+        receives the argument. Read from the program, not from the call.
+      arguments: the function's array arguments (names or positions) that the kernel
+        must receive as its inputs, in this order.
       name, section, hint, fix: how to name the call; what to reread; a likely cause
         and a fix replacing the defaults.
 
@@ -155,7 +166,8 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
              "grid": [int(g) for g in grid] if grid is not None else None,
              "blocks": [[int(d) for d in b] for b in blocks] if blocks is not None else None,
              "inside": list(inside), "not_outside": list(not_outside),
-             "not_inside": list(not_inside), "max_reduce_depth": max_reduce_depth}
+             "not_inside": list(not_inside), "max_reduce_depth": max_reduce_depth,
+             **_argument_rules(fn, args, kwargs, aliases, arguments)}
     observe, expect = program_sides(lambda: programs_of((program, arrays, array_kwargs)))
     run(Check("kernel_structure", label, observe=observe, expect=expect,
               observe_as="artifact", expect_as="artifact",
@@ -163,6 +175,31 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
                           fix=fix)))
     # Index maps stay inside the arrays: a fact of the jaxpr only (see _pallas_blocks).
     assert_blocks_in_bounds(fn, args, kwargs=kwargs, name=label, section=section)
+
+
+def _argument_rules(fn, args, kwargs, aliases, arguments) -> dict:
+    """``aliases``, ``arguments`` and ``argument_names`` for the rules: each argument
+    named or counted among the program's inputs (the array arguments, positional then
+    keyword)."""
+    if not aliases and arguments is None:
+        return {"aliases": None, "arguments": None}
+    import inspect
+
+    from autograder.pallas.blocks import _is_array
+
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = [params[i] if i < len(params) else f"argument {i}"
+             for i, a in enumerate(args) if _is_array(a)]
+    names += [k for k, v in (kwargs or {}).items() if _is_array(v)]
+    def index(a):
+        return names.index(a) if isinstance(a, str) else int(a)
+    return {"aliases": sorted([index(a), int(o)] for a, o in aliases.items())
+            if aliases else None,
+            "arguments": None if arguments is None else [index(a) for a in arguments],
+            "argument_names": names}
 
 
 @explainer("kernel_structure", errors=True)

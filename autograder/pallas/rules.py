@@ -46,7 +46,13 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
       computing op may either (only the layout ops of :data:`LAYOUT_OUTSIDE`);
     - ``not_inside``: ops that no kernel may compute (a backward kernel that must read a
       residual rather than compute it again);
-    - ``max_reduce_depth``: the longest chain of reductions feeding one another.
+    - ``max_reduce_depth``: the longest chain of reductions feeding one another;
+    - ``aliases``: ``[[argument, output], ...]``: the kernel's output ``output`` must be
+      written into the buffer of the program's argument ``argument`` (aliased, with
+      ``input_output_aliases``, to the kernel input that receives it); other aliases
+      are not judged. ``argument_names`` names the arguments in the messages;
+    - ``arguments``: the program's argument each input of the kernel must receive, in
+      order (a kernel called with its inputs in another order fails).
 
     Facts a compiled (GPU/TPU) kernel does not show are ``None`` and are not judged.
 
@@ -69,7 +75,8 @@ def explain_kernel_structure(observed: dict, expected: dict, *, name: str = "the
     kernels = observed.get("kernels", [])
     outside = observed.get("outside", {})
     for rule in (_rule_kernels, _rule_outside, _rule_steps, _rule_grid, _rule_blocks,
-                 _rule_inside, _rule_depth, _rule_not_inside):
+                 _rule_inside, _rule_depth, _rule_not_inside, _rule_arguments,
+                 _rule_aliases):
         found = rule(kernels, outside, expected, name)
         if found:
             return msg(*found)
@@ -248,6 +255,89 @@ def _rule_not_inside(kernels, outside, expected, name):
                     "the kernel computes a value it could read from an input (a residual "
                     "the forward pass already computed)",
                     "pass that value to the kernel and read it from its Ref")
+    return None
+
+
+def _argument_words(expected):
+    names = list(expected.get("argument_names") or ())
+
+    def arg(a):
+        return f"`{names[a]}` (argument {a})" if a is not None and a < len(names) else (
+            f"argument {a}" if a is not None else "a value computed before the kernel")
+    return arg
+
+
+def _rule_arguments(kernels, outside, expected, name):
+    """The kernel must receive the program's arguments in the order given.
+
+    >>> rules = {"arguments": [0, 1], "argument_names": ["x", "residual"]}
+    >>> print(_rule_arguments([{"arguments": [1, 0]}], {}, rules, "f")[0])
+    the kernel of f receives its inputs in another order
+    """
+    want = expected.get("arguments")
+    arg = _argument_words(expected)
+    for k in kernels if want is not None else ():
+        got = k.get("arguments")
+        if got is None or list(got) == list(want):
+            continue
+        return (f"the kernel of {name} receives its inputs in another order",
+                "inputs " + ", ".join(arg(a) for a in want),
+                "inputs " + ", ".join(arg(a) for a in got),
+                "pl.pallas_call(...) is called with the arrays in another order than the "
+                "exercise gives (or an input is computed before the kernel)",
+                "pass the kernel its inputs in the order the exercise gives, each array "
+                "as it is")
+    return None
+
+
+def _rule_aliases(kernels, outside, expected, name):
+    """An output must be written into the buffer of one of the function's arguments
+    (``input_output_aliases`` on the kernel input that receives it); a kernel whose
+    aliases cannot be read (compiled for a GPU or TPU) is not judged.
+
+    >>> kernel = {"aliases": [[0, 1, 0]]}     # input 0 (holding argument 0) -> output 1
+    >>> rules = {"aliases": [[1, 1]], "argument_names": ["x", "residual"]}
+    >>> print(_rule_aliases([kernel], {}, rules, "f")[0])
+    output 1 of the kernel of f is written into the buffer of `x` (argument 0), expected `residual` (argument 1)
+    >>> _rule_aliases([{"aliases": [[0, 0, 0], [1, 1, 1]]}], {}, rules, "f") is None
+    True
+    """
+    arg = _argument_words(expected)
+    for k in kernels:
+        got = k.get("aliases")
+        if got is None:
+            continue
+        pairs = [(p[0], p[1], p[2] if len(p) > 2 else None) for p in got]
+        for a, o in (tuple(p) for p in expected.get("aliases") or ()):
+            if any(out == o and held == a for _, out, held in pairs):
+                continue
+            want = f"output {o} written into the buffer of {arg(a)}"
+            shown = "aliases: " + (", ".join(
+                f"output {out} into kernel input {i}, which holds {arg(held)}"
+                for i, out, held in pairs) or "none")
+            fix = (f"alias output {o} to the kernel input that receives {arg(a)}: "
+                   f"input_output_aliases={{that input: {o}}}, inputs and outputs each "
+                   "counted from 0 in the order the kernel receives its Refs")
+            other = [held for _, out, held in pairs if out == o]
+            if other:
+                return (f"output {o} of the kernel of {name} is written into the buffer of "
+                        f"{arg(other[0])}, expected {arg(a)}", want, shown,
+                        "input_output_aliases names the wrong input, or the kernel receives "
+                        "its inputs in another order than the alias assumes",
+                        fix)
+            taken = [out for _, out, held in pairs if held == a]
+            if taken:
+                return (f"the buffer of {arg(a)} holds output {taken[0]} of the kernel of "
+                        f"{name}, expected output {o}", want, shown,
+                        "input_output_aliases names the wrong output, or the kernel produces "
+                        "its outputs in another order",
+                        fix)
+            return (f"output {o} of the kernel of {name} is a new buffer, not the buffer of "
+                    f"{arg(a)}", want, shown,
+                    "pl.pallas_call was given no input_output_aliases for this output: the "
+                    f"kernel writes output {o} into a buffer of its own, and {arg(a)} is "
+                    "kept as it was (not updated in place)",
+                    fix)
     return None
 
 

@@ -73,6 +73,86 @@ def _grid(tail: list[Op], scope: Scope, carried: list[str]) -> list[int] | None:
     return [sizes[a] for a in carried if a in sizes]
 
 
+# Ops that move a value without computing from it (the interpreter pads operands to
+# whole blocks, in a function of their own): a kernel input after them is the argument.
+_KEEPS = IDENTITY | {"stablehlo.pad", "stablehlo.reshape", "stablehlo.bitcast_convert",
+                     "stablehlo.broadcast_in_dim"}
+
+
+def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
+             argument_of=lambda init: None) -> tuple[list[tuple], list[int] | None]:
+    """The kernel's ``input_output_aliases``, read from the grid loop: ``[(input,
+    output, carried position of the input), ...]``, inputs and outputs each counted
+    from 0 (as ``pallas_call`` counts them, its scalar-prefetch operands aside), and
+    the carried positions of the inputs (None when no output can be told). Adds to
+    ``blocks`` the block of an aliased operand that the loop no longer writes back
+    itself.
+
+    An aliased input and output are one buffer: the interpreter starts the output from
+    the input's value and, after every step, carries the one written block back in
+    both places, so the loop body returns the *same* value for the two (no two operands
+    that are not aliased do: each is written back by its own ``dynamic_update_slice``),
+    and the write-back of the other one is gone. jax 0.10's interpreter (seen on a TPU
+    machine) writes both back, so a pair is also an input and an output that start from
+    the same value or from the same argument (``argument_of``: the argument an initial
+    value holds, through padding), the output read after the loop, the input not. The outputs are the operands whose
+    values are read after the loop (the inputs' are dropped), so the first of them, or
+    of the aliased partners, is output 0. An aliased pair whose kernel writes neither
+    Ref is not seen (the two stay separate values).
+    """
+    returned = next((op.uses for op in reversed(loop.regions[1])
+                     if op.kind == "stablehlo.return"), [])
+    if len(returned) != len(carried):
+        return [], None
+    results = set()
+    if loop.defs:
+        used = re.compile(re.escape(loop.defs[0]) + r"#(\d+)\b")
+        for op in _flatten(after):
+            results.update(int(k) for k in used.findall(op.line))
+    inits = [init for _, init in loop.carry]
+    sources = [argument_of(init) for init in inits]
+    pairs = []
+    for q in range(len(carried)):
+        for p in range(q):
+            # jax 0.12's interpreter writes an aliased pair back as one value; older
+            # ones (0.10) write each back, but start the output from the value the
+            # input starts from, or from the same argument padded again (an output of
+            # its own starts from a NaN fill).
+            same_init = (len(inits) == len(carried) and p not in results and q in results
+                         and (inits[p] == inits[q]
+                              or (sources[p] is not None and sources[p] == sources[q])))
+            if (returned[p] == returned[q] or same_init) and (p in blocks or q in blocks):
+                pairs.append((p, q))
+    for pair in pairs:
+        for own, other in (pair, pair[::-1]):
+            if own not in blocks:
+                blocks[own] = _read_block(loop, carried[own]) or blocks[other]
+    operands = sorted(blocks)
+    outputs = [p for p in operands if p in results] + [q for _, q in pairs]
+    if not outputs:
+        return [], None
+    first = operands.index(min(outputs))
+    return (sorted((operands.index(p), operands.index(q) - first, p) for p, q in pairs),
+            operands[:first])
+
+
+def _read_block(loop: Op, name: str) -> list[int] | None:
+    """The shape of the block a grid step cuts out of the carried operand ``name``."""
+    for op in loop.regions[1]:
+        if op.kind == "stablehlo.dynamic_slice" and op.uses and op.uses[0] == name:
+            _, results = signature_types(op.sig)
+            if results:
+                return dims(results[-1])
+    return None
+
+
+def _flatten(ops: list[Op]):
+    for op in ops:
+        yield op
+        for region in op.regions:
+            yield from _flatten(region)
+
+
 # Ops that reduce along an axis: a chain of them is a chain of passes over the data.
 _REDUCTIONS = frozenset({"stablehlo.reduce", "stablehlo.dot_general"})
 
@@ -94,9 +174,9 @@ class _Walker:
 
     # -- outside any kernel -------------------------------------------------
     def walk(self, ops: list[Op], scope: Scope, stack=()):
-        for op in ops:
+        for n, op in enumerate(ops):
             if op.kind == "stablehlo.while" and _is_grid_loop(op):
-                kernel = self._interpret_kernel(op, scope)
+                kernel = self._interpret_kernel(op, scope, ops[n + 1:])
                 if kernel["grid"] is not None:
                     self.kernels.append(kernel)
                     self._define(op, scope)
@@ -120,8 +200,42 @@ class _Walker:
             if op.kind == "func.call" and op.callee in self.funcs and op.callee not in stack:
                 args, body = self.funcs[op.callee]
                 callee_scope = Scope()
-                callee_scope.defs.update((a, ("arg", None)) for a in args)
+                # Each parameter is bound to the caller's operand (followed by _argument).
+                callee_scope.defs.update((a, ("arg", (u, scope))) for a, u in zip(args, op.uses))
                 self.walk(body, callee_scope, stack + (op.callee,))
+
+    def _argument(self, name: str, scope: Scope) -> int | None:
+        """The index of the program's argument (``main``'s) that the value ``name`` is,
+        through data movement that keeps it (padding to whole blocks, reshapes) and
+        through called functions (the value each returns); None for a value computed
+        from it."""
+        for _ in range(64):
+            found, where = scope.lookup(name)
+            if not found:
+                return None
+            kind, what = found
+            if kind == "arg":
+                if what is None:
+                    return None
+                if what[0] == "main":
+                    return what[1]
+                name, scope = what
+            elif kind == "op" and what.uses and what.kind in _KEEPS:
+                name, scope = what.uses[0], where
+            elif kind == "op" and what.kind == "func.call" and what.callee in self.funcs:
+                # Into the called function, to the value it returns (one result only).
+                args, body = self.funcs[what.callee]
+                returned = [op for op in body if op.kind in ("func.return", "stablehlo.return")]
+                if len(returned) != 1 or len(returned[0].uses) != 1:
+                    return None
+                scope = Scope()
+                scope.defs.update((a, ("arg", (u, where))) for a, u in zip(args, what.uses))
+                for op in body:
+                    self._define(op, scope)
+                name = returned[0].uses[0]
+            else:
+                return None
+        return None
 
     @staticmethod
     def _define(op: Op, scope: Scope):
@@ -140,7 +254,7 @@ class _Walker:
         return {"lowering": KERNEL_CALLS[op.callee], "steps": steps, "grid": None,
                 "blocks": None, "inside": None, "reduce_depth": None}
 
-    def _interpret_kernel(self, loop: Op, scope: Scope) -> dict:
+    def _interpret_kernel(self, loop: Op, scope: Scope, after: list[Op]) -> dict:
         cond_scope = Scope(scope)
         self._define_carry(loop, cond_scope)
         steps = None
@@ -161,6 +275,11 @@ class _Walker:
                     blocks[carried.index(op.uses[0])] = dims(operands[1])
                 last_write = n
         grid = _grid(loop.regions[1][last_write + 1:], body_scope, carried)
+        pairs, inputs = _aliases(loop, carried, blocks, after,
+                                 lambda init: self._argument(init, scope))
+        aliases = [[i, o, self._argument(loop.carry[p][1], scope)] for i, o, p in pairs]
+        arguments = (None if inputs is None else
+                     [self._argument(loop.carry[p][1], scope) for p in inputs])
         inside: dict[str, int] = {}
         depth = {"max": 0}
         for region in loop.regions:
@@ -168,7 +287,7 @@ class _Walker:
         return {"lowering": "interpret", "steps": steps,
                 "grid": grid if grid is not None and math.prod(grid) == steps else None,
                 "blocks": [blocks[k] for k in sorted(blocks)], "inside": inside,
-                "reduce_depth": depth["max"]}
+                "reduce_depth": depth["max"], "aliases": aliases, "arguments": arguments}
 
     def _inside(self, ops, counts, depth, stack, env) -> int:
         """Counts ops and follows reduce chains; returns the depth of returned values."""
@@ -208,7 +327,13 @@ def collect_kernel_facts(program) -> dict:
       axis), ``blocks`` (the block shape of each operand, inputs then outputs),
       ``inside`` (op counts in the kernel), ``reduce_depth`` (the longest chain of
       reductions, ``reduce`` or ``dot_general``, that feed one another in the kernel:
-      1 when every statistic is read from the block itself).
+      1 when every statistic is read from the block itself), ``aliases`` (the
+      ``input_output_aliases`` of the kernel as ``[[input, output, argument], ...]``:
+      output ``output`` is written into the buffer of input ``input``, each counted from
+      0, which holds the program's argument ``argument``, or None when the input is
+      computed), ``arguments`` (for each input of the kernel, the index of the
+      program's argument it holds, or None; None when the inputs cannot be told). A
+      compiled kernel has neither ``aliases`` nor ``arguments``.
       Facts a compiled kernel does not show are ``None``. ``outside`` counts the ops
       with array results that run outside every kernel.
 
@@ -231,7 +356,7 @@ def collect_kernel_facts(program) -> dict:
     walker = _Walker(funcs)
     if "main" in funcs:
         scope = Scope()
-        scope.defs.update((a, ("arg", None)) for a in funcs["main"][0])
+        scope.defs.update((a, ("arg", ("main", i))) for i, a in enumerate(funcs["main"][0]))
         walker.walk(funcs["main"][1], scope, ("main",))
     return {"kernels": walker.kernels, "outside": dict(sorted(walker.outside.items()))}
 

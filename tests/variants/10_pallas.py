@@ -879,7 +879,8 @@ VARIANTS = {
     },
     "10_pallas_add_rms_norm": {
         "correct": [
-            # y computed from the h just written to its output Ref.
+            # y computed from the h just written to its output Ref; the alias built as a
+            # dict of its own; the grid by ceiling division written out.
             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
             "        h_ref[...] = x_ref[...] + r_ref[...]\n"
@@ -888,11 +889,14 @@ VARIANTS = {
             "    m, n = x.shape\n"
             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
-            "    y, h = pl.pallas_call(kernel, out_shape=[out, out], grid=(pl.cdiv(m, block_rows),),\n"
+            "    in_place = dict([(1, 1)])   # residual (input 1) holds h (output 1)\n"
+            "    y, h = pl.pallas_call(kernel, out_shape=[out, out],\n"
+            "                          grid=((m + block_rows - 1) // block_rows,),\n"
             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
-            "                          out_specs=[rows, rows], interpret=INTERPRET)(x, residual, weight)\n"
+            "                          out_specs=[rows, rows], input_output_aliases=in_place,\n"
+            "                          interpret=INTERPRET)(x, residual, weight)\n"
             "    return y, h\n",
-            # weight as a (1, n) row; the mean square from a sum.
+            # weight as a (1, n) row; the mean square from a sum; the out shape from residual.
             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
             "    m, n = x.shape\n"
             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
@@ -901,14 +905,79 @@ VARIANTS = {
             "        y_ref[...] = (h * inv) * w_ref[...]\n"
             "        h_ref[...] = h\n"
             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    out = jax.ShapeDtypeStruct(residual.shape, residual.dtype)\n"
+            "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+            "                          in_specs=[rows, rows, pl.BlockSpec((1, n), lambda i: (0, 0))],\n"
+            "                          out_specs=(rows, rows), input_output_aliases={1: 1},\n"
+            "                          interpret=INTERPRET)(x, residual, weight.reshape(1, n))\n",
+            # x aliased to y as well (allowed: the statement asks only that h be
+            # written into residual's buffer); weight passed as a (1, n) row by indexing.
+            "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+            "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+            "        h = x_ref[...] + r_ref[...]\n"
+            "        h_ref[...] = h\n"
+            "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+            "    m, n = x.shape\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
             "                          in_specs=[rows, rows, pl.BlockSpec((1, n), lambda i: (0, 0))],\n"
-            "                          out_specs=(rows, rows), interpret=INTERPRET)(\n"
-            "        x, residual, weight.reshape(1, n))\n",
+            "                          out_specs=(rows, rows), input_output_aliases={0: 0, 1: 1},\n"
+            "                          interpret=INTERPRET)(x, residual, weight[None, :])\n",
         ],
         "wrong": [
-            ("the residual added in jnp before the kernel",
+            ("no alias: h written into a new buffer, residual kept",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+            ("h written into x's buffer instead of residual's",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), input_output_aliases={0: 1},\n"
+             "                          interpret=INTERPRET)(x, residual, weight)\n"),
+            ("the kernel given (residual, x, weight): alias {1: 1} writes h over x",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(r_ref, x_ref, w_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), input_output_aliases={1: 1},\n"
+             "                          interpret=INTERPRET)(residual, x, weight)\n"),
+            ("y written into residual's buffer, h into a new one",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        h_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), input_output_aliases={1: 0},\n"
+             "                          interpret=INTERPRET)(x, residual, weight)\n"),
+            ("the residual added in jnp before the kernel, which writes y over h",
              "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
              "    h = x + residual\n"
              "    def kernel(h_ref, w_ref, y_ref):\n"
@@ -921,7 +990,7 @@ VARIANTS = {
              "                       in_specs=[rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
              "                       out_specs=rows, interpret=INTERPRET)(h, weight)\n"
              "    return y, h\n"),
-            ("two kernels: one for the add, one for the norm",
+            ("two kernels: one adds in place, one normalizes",
              "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
              "    m, n = x.shape\n"
              "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
@@ -933,7 +1002,8 @@ VARIANTS = {
              "        y_ref[...] = v * jax.lax.rsqrt(jnp.mean(v * v, axis=1, keepdims=True) + eps) * w_ref[...]\n"
              "    grid = (pl.cdiv(m, block_rows),)\n"
              "    h = pl.pallas_call(add_kernel, out_shape=out, grid=grid, in_specs=[rows, rows],\n"
-             "                       out_specs=rows, interpret=INTERPRET)(x, residual)\n"
+             "                       out_specs=rows, input_output_aliases={1: 0},\n"
+             "                       interpret=INTERPRET)(x, residual)\n"
              "    y = pl.pallas_call(norm_kernel, out_shape=out, grid=grid,\n"
              "                       in_specs=[rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
              "                       out_specs=rows, interpret=INTERPRET)(h, weight)\n"
@@ -949,7 +1019,8 @@ VARIANTS = {
              "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
              "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
              "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
-             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+             "                          out_specs=(rows, rows), input_output_aliases={1: 0},\n"
+             "                          interpret=INTERPRET)(x, residual, weight)\n"),
             ("the norm of x instead of x + residual",
              "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
              "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
@@ -961,7 +1032,8 @@ VARIANTS = {
              "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
              "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
              "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
-             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+             "                          out_specs=(rows, rows), input_output_aliases={1: 1},\n"
+             "                          interpret=INTERPRET)(x, residual, weight)\n"),
             ("eps ignored: 1e-6 hard-coded",
              "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
              "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
@@ -973,7 +1045,8 @@ VARIANTS = {
              "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
              "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
              "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
-             "                          out_specs=(rows, rows), interpret=INTERPRET)(x, residual, weight)\n"),
+             "                          out_specs=(rows, rows), input_output_aliases={1: 1},\n"
+             "                          interpret=INTERPRET)(x, residual, weight)\n"),
             ("the weight applied in jnp after the kernel",
              "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
              "    def kernel(x_ref, r_ref, y_ref, h_ref):\n"
@@ -985,7 +1058,7 @@ VARIANTS = {
              "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
              "    y, h = pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
              "                          in_specs=[rows, rows], out_specs=(rows, rows),\n"
-             "                          interpret=INTERPRET)(x, residual)\n"
+             "                          input_output_aliases={1: 1}, interpret=INTERPRET)(x, residual)\n"
              "    return y * weight, h\n"),
         ],
     },
