@@ -301,6 +301,9 @@ def _rule_aliases(kernels, outside, expected, name):
     output 1 of the kernel of f is written into the buffer of `x` (argument 0), expected `residual` (argument 1)
     >>> _rule_aliases([{"aliases": [[0, 0, 0], [1, 1, 1]]}], {}, rules, "f") is None
     True
+    >>> print(_rule_aliases([{"aliases": [[1, 1, 1]], "written_through_input": [1]}], {},
+    ...                     rules, "f")[0])
+    output 1 of the kernel of f is written through the Ref of the input that holds `residual` (argument 1), not through its own Ref
     """
     arg = _argument_words(expected)
     for k in kernels:
@@ -310,6 +313,18 @@ def _rule_aliases(kernels, outside, expected, name):
         pairs = [(p[0], p[1], p[2] if len(p) > 2 else None) for p in got]
         for a, o in (tuple(p) for p in expected.get("aliases") or ()):
             if any(out == o and held == a for _, out, held in pairs):
+                if o in (k.get("written_through_input") or ()):
+                    return (f"output {o} of the kernel of {name} is written through the Ref "
+                            f"of the input that holds {arg(a)}, not through its own Ref",
+                            f"the kernel writes output {o} through its output Ref",
+                            f"the kernel assigns into the input's Ref; output {o}'s Ref is "
+                            "never written",
+                            "the alias makes them one buffer in interpret mode, where this "
+                            "gives the right values; on a TPU each Ref is a block of its own "
+                            "in VMEM, and only the output's blocks are copied back: the "
+                            "result is whatever the output's block held (section 5.3)",
+                            f"assign output {o}'s values to its own Ref (the kernel's "
+                            "output parameter), and only read the input's Ref")
                 continue
             want = f"output {o} written into the buffer of {arg(a)}"
             shown = "aliases: " + (", ".join(

@@ -80,11 +80,13 @@ _KEEPS = IDENTITY | {"stablehlo.pad", "stablehlo.reshape", "stablehlo.bitcast_co
 
 
 def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
-             argument_of=lambda init: None) -> tuple[list[tuple], list[int] | None]:
+             argument_of=lambda init: None
+             ) -> tuple[list[tuple], list[int] | None, list[int]]:
     """The kernel's ``input_output_aliases``, read from the grid loop: ``[(input,
     output, carried position of the input), ...]``, inputs and outputs each counted
-    from 0 (as ``pallas_call`` counts them, its scalar-prefetch operands aside), and
-    the carried positions of the inputs (None when no output can be told). Adds to
+    from 0 (as ``pallas_call`` counts them, its scalar-prefetch operands aside), the
+    carried positions of the inputs (None when no output can be told), and the aliased
+    outputs that the kernel wrote through the input's Ref instead of its own. Adds to
     ``blocks`` the block of an aliased operand that the loop no longer writes back
     itself.
 
@@ -103,7 +105,7 @@ def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
     returned = next((op.uses for op in reversed(loop.regions[1])
                      if op.kind == "stablehlo.return"), [])
     if len(returned) != len(carried):
-        return [], None
+        return [], None, []
     results = set()
     if loop.defs:
         used = re.compile(re.escape(loop.defs[0]) + r"#(\d+)\b")
@@ -130,10 +132,17 @@ def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
     operands = sorted(blocks)
     outputs = [p for p in operands if p in results] + [q for _, q in pairs]
     if not outputs:
-        return [], None
+        return [], None, []
     first = operands.index(min(outputs))
+    # Which Ref the kernel wrote a pair through, where the loop shows it (jax 0.12: the
+    # one value carried back for both is a block written into the input's or the
+    # output's carry). On a TPU a block written into an input's Ref is not copied back.
+    writer = {op.defs[0]: op.uses[0] for op in loop.regions[1]
+              if op.kind == "stablehlo.dynamic_update_slice" and op.defs and op.uses}
+    through_input = sorted(operands.index(q) - first for p, q in pairs
+                           if returned[p] == returned[q] and writer.get(returned[q]) == carried[p])
     return (sorted((operands.index(p), operands.index(q) - first, p) for p, q in pairs),
-            operands[:first])
+            operands[:first], through_input)
 
 
 def _read_block(loop: Op, name: str) -> list[int] | None:
@@ -275,8 +284,8 @@ class _Walker:
                     blocks[carried.index(op.uses[0])] = dims(operands[1])
                 last_write = n
         grid = _grid(loop.regions[1][last_write + 1:], body_scope, carried)
-        pairs, inputs = _aliases(loop, carried, blocks, after,
-                                 lambda init: self._argument(init, scope))
+        pairs, inputs, through_input = _aliases(loop, carried, blocks, after,
+                                                lambda init: self._argument(init, scope))
         aliases = [[i, o, self._argument(loop.carry[p][1], scope)] for i, o, p in pairs]
         arguments = (None if inputs is None else
                      [self._argument(loop.carry[p][1], scope) for p in inputs])
@@ -287,7 +296,8 @@ class _Walker:
         return {"lowering": "interpret", "steps": steps,
                 "grid": grid if grid is not None and math.prod(grid) == steps else None,
                 "blocks": [blocks[k] for k in sorted(blocks)], "inside": inside,
-                "reduce_depth": depth["max"], "aliases": aliases, "arguments": arguments}
+                "reduce_depth": depth["max"], "aliases": aliases, "arguments": arguments,
+                "written_through_input": through_input}
 
     def _inside(self, ops, counts, depth, stack, env) -> int:
         """Counts ops and follows reduce chains; returns the depth of returned values."""
@@ -332,8 +342,11 @@ def collect_kernel_facts(program) -> dict:
       output ``output`` is written into the buffer of input ``input``, each counted from
       0, which holds the program's argument ``argument``, or None when the input is
       computed), ``arguments`` (for each input of the kernel, the index of the
-      program's argument it holds, or None; None when the inputs cannot be told). A
-      compiled kernel has neither ``aliases`` nor ``arguments``.
+      program's argument it holds, or None; None when the inputs cannot be told),
+      ``written_through_input`` (the aliased outputs whose blocks the kernel wrote
+      through the input's Ref, not the output's: on a TPU those writes are not copied
+      back; read where jax 0.12's interpreter shows it). A compiled kernel has none of
+      these three.
       Facts a compiled kernel does not show are ``None``. ``outside`` counts the ops
       with array results that run outside every kernel.
 

@@ -964,6 +964,20 @@ VARIANTS = {
              "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
              "                          out_specs=(rows, rows), input_output_aliases={1: 1},\n"
              "                          interpret=INTERPRET)(residual, x, weight)\n"),
+            ("h written through residual's Ref (the aliased input), not through its own: "
+             "the right values in interpret mode, lost on a TPU",
+             "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
+             "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
+             "        h = x_ref[...] + r_ref[...]\n"
+             "        r_ref[...] = h\n"
+             "        y_ref[...] = h * jax.lax.rsqrt(jnp.mean(h * h, axis=1, keepdims=True) + eps) * w_ref[...]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    out = jax.ShapeDtypeStruct(x.shape, x.dtype)\n"
+             "    return pl.pallas_call(kernel, out_shape=(out, out), grid=(pl.cdiv(m, block_rows),),\n"
+             "                          in_specs=[rows, rows, pl.BlockSpec((n,), lambda i: (0,))],\n"
+             "                          out_specs=(rows, rows), input_output_aliases={1: 1},\n"
+             "                          interpret=INTERPRET)(x, residual, weight)\n"),
             ("y written into residual's buffer, h into a new one",
              "def add_rms_norm(x, residual, weight, block_rows, eps=1e-6):\n"
              "    def kernel(x_ref, r_ref, w_ref, y_ref, h_ref):\n"
