@@ -807,3 +807,14 @@ def test_a_compiled_kernel_shows_no_aliases_and_they_are_not_judged():
                           "inside": None, "reduce_depth": None}], "outside": {}}
     assert explain_kernel_structure(facts, {"aliases": [[1, 0]]}) is None
 
+
+def test_a_kernel_called_from_a_lambda_jitted_inside_the_function_is_found():
+    """``jax.jit(lambda ...)`` around a pallas_call exports ``@"<lambda>"``, whose kernel
+    the reader used to miss: a correct answer written that way failed "one kernel"."""
+    def double_in_lambda(x):
+        return jax.jit(lambda v: _rows_doubled(v, 8, 0))(x)
+
+    x = jnp.ones((16, 128))
+    (k,) = _facts(double_in_lambda, x)["kernels"]
+    assert k["steps"] == 2 and k["blocks"] == [[8, 128], [8, 128]]
+    assert_kernel_structure(double_in_lambda, (x,), kernels=1, steps=2)

@@ -158,3 +158,16 @@ def test_work_that_never_reaches_the_output_is_not_counted_inside():
     assert work["inside"] < 5 < work["outside"], work
     with pytest.raises(CheckFailure, match="is not inside its loop body"):
         assert_uses_primitive(junk_carry, (jnp.float32(1.0),), "scan")
+
+
+def test_work_in_a_function_jitted_from_a_lambda_is_followed():
+    """``jax.jit(lambda ...)`` inside a function exports a function named
+    ``@"<lambda>"``: its loop (and in module 10 its kernel) was invisible to the reader,
+    which failed a correct answer written that way."""
+    def loop(x):
+        return jax.jit(lambda v: lax.fori_loop(0, 9, lambda i, c: jnp.sin(c) * 2.0, v))(x)
+
+    text = jax.jit(loop).lower(1.0).as_text()
+    assert '@"<lambda>"' in text
+    assert region_work(text)["loop"] == {"regions": 1, "inside": 4, "outside": 0}
+    assert_uses_primitive(loop, (1.0,), "scan")  # fori_loop with static bounds

@@ -18,6 +18,7 @@ _DEFS = re.compile(r"^\s*(%[\w.$-]+)(?::(\d+))?\s*=\s*(.*)$")
 _OPNAME = re.compile(r'^"?([a-z_]+\.[a-z_0-9.]+)"?')
 _WHILE_ARG = re.compile(r"(%[\w.$-]+)\s*=\s*(%[\w.$-]+(?:#\d+)?)")
 _CALLEE = re.compile(r"@([\w.$-]+)")
+_QUOTED_SYMBOL = re.compile(r'@"((?:[^"\\]|\\.)*)"')
 _INT_CONST = re.compile(r"dense<(-?\d+)>\s*:\s*tensor<i\d+>")
 _TENSOR = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?[^<>]*)>")
 _FUNC = re.compile(r"^\s*func\.func\s+(?:public\s+|private\s+)?@([\w.$-]+)\((.*)")
@@ -43,10 +44,17 @@ class Op:
         return self.kind.split(".", 1)[1] if "." in self.kind else self.kind
 
 
+def _symbol(match: re.Match) -> str:
+    return "@q." + re.sub(r"[^\w.$-]", "_", match.group(1))
+
+
 def _strip(line: str) -> str:
     # Generic-form op names are quoted ("stablehlo.case"): unquote them before the
-    # strings (backend configs, names) are blanked out.
+    # strings (backend configs, names) are blanked out. So are the names of functions
+    # that are not identifiers (``jax.jit(lambda ...)`` inside a function makes
+    # ``@"<lambda>"``): they become ``@q._lambda_``, or every call to them would be lost.
     line = _GENERIC_OP.sub(r"\1\2", line)
+    line = _QUOTED_SYMBOL.sub(_symbol, line)
     return _LOC.sub("", _STRING.sub('""', line))
 
 
