@@ -318,7 +318,11 @@ def test_course_loop_on_a_real_hub():
                 _write_as(ben, homes[ben] / "probe.ipynb", json.dumps(_probe_notebook(targets)))
                 page = pages[ben]
                 page.goto(f"{hub_url}/user/{ben}/lab/tree/probe.ipynb")
-                cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
+                # The probe's own cell: the workspace reopens 01_grad's tab beside it, and
+                # while it restores, 01_grad's panel was found first without its hidden
+                # class (a CI run timed out clicking a cell it could not see).
+                cell = page.locator(".jp-NotebookPanel .jp-CodeCell:visible",
+                                    has_text="LISTED").first
                 expect(page.locator("#jp-main-statusbar")).to_contain_text("| Idle", timeout=120_000)
                 run_cell(page, cell, "probe")
                 output = cell.locator(".jp-OutputArea-output")
