@@ -97,9 +97,9 @@ def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
     and the write-back of the other one is gone. jax 0.10's interpreter (seen on a TPU
     machine) writes both back, so a pair is also an input and an output that start from
     the same value or from the same argument (``argument_of``: the argument an initial
-    value holds, through padding), the output read after the loop, the input not. The outputs are the operands whose
-    values are read after the loop (the inputs' are dropped), so the first of them, or
-    of the aliased partners, is output 0. An aliased pair whose kernel writes neither
+    value holds, through padding), the output read after the loop, the input not. The
+    outputs are the operands whose values are read after the loop (the inputs' are
+    dropped), so the first of them, or of the aliased partners, is output 0. An aliased pair whose kernel writes neither
     Ref is not seen (the two stay separate values).
     """
     returned = next((op.uses for op in reversed(loop.regions[1])
@@ -120,7 +120,7 @@ def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
             # ones (0.10) write each back, but start the output from the value the
             # input starts from, or from the same argument padded again (an output of
             # its own starts from a NaN fill).
-            same_init = (len(inits) == len(carried) and p not in results and q in results
+            same_init = (p not in results and q in results
                          and (inits[p] == inits[q]
                               or (sources[p] is not None and sources[p] == sources[q])))
             if (returned[p] == returned[q] or same_init) and (p in blocks or q in blocks):
