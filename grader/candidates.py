@@ -134,7 +134,8 @@ def _files(candidates: dict[str, list[str]]) -> tuple[str, ...]:
 def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
           reference_derived: dict, limits, *, max_runs: int = 8, cache=None,
           kernel_too: dict[str, set[int]] | None = None,
-          cell_timeout: float | None = None) -> dict[tuple[str, int], Result]:
+          cell_timeout: float | None = None,
+          cache_writable: bool = False) -> dict[tuple[str, int], Result]:
     """Verdicts, kernel and trusted, on every candidate: ``{(grade_id, index): Result}``.
 
     ``reference``/``reference_derived``: the decoded reference run and its programs, as
@@ -143,7 +144,11 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
     others get ``kernel = {"passed": None}``. ``cell_timeout``: seconds one cell of the
     candidates' notebook may run (default: ``limits.cell_timeout``, the grading limit);
     a candidate that runs past it fails as a timeout. The program judge keeps
-    ``limits``.
+    ``limits``. ``cache_writable``: the candidates' run adds what it compiles to
+    ``cache`` (JAX's compilation cache), so that a candidate's second run (the grader's
+    side, after the kernel's) and the program judge load what its first compiled. Only
+    for a cache that no student's run reads: candidates are the course's own code, but a
+    course's grading cache holds what its reference run wrote and nothing else.
     """
     run_limits = limits if cell_timeout is None else dataclasses.replace(
         limits, cell_timeout=cell_timeout)
@@ -154,7 +159,7 @@ def grade(source_nb: dict, candidates: dict[str, list[str]], reference: dict,
         # A rerun runs the notebook again but only the candidates with no results yet.
         nb = candidate_notebook(source_nb, candidates, set(skipped) | done, kernel_too)
         result = _sandbox.run_notebook(nb, limits=run_limits, collect=_files(candidates),
-                                       cache=cache)
+                                       cache=cache, cache_writable=cache_writable)
         files.update(result.files)
         done |= {(gid, k) for gid, sources in candidates.items() for k in range(len(sources))
                  if f"candidates/{gid}/{k}/done" in files}

@@ -61,7 +61,13 @@ def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
     """
     if not programs:
         return {}
-    raw_json, raw_npz = _wire.dumps(_wire.CellResult("programs", tuple(programs.values())))
+    # Programs that hold the same bytes, inputs and parameters (candidates or
+    # submissions whose code exported the same program) are derived once: what the
+    # judge derives is a function of the record alone.
+    first: dict[str, str] = {}
+    same = {key: first.setdefault(_wire.digest(rec), key) for key, rec in programs.items()}
+    unique = [rec for key, rec in programs.items() if same[key] == key]
+    raw_json, raw_npz = _wire.dumps(_wire.CellResult("programs", tuple(unique)))
     nb = {"cells": [_setup_cell(),
                     {"cell_type": "code", "execution_count": None, "outputs": [],
                      "metadata": {}, "source": _DRIVER}],
@@ -73,18 +79,16 @@ def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
                                    extra_files={"programs.json": raw_json,
                                                 "programs.npz": raw_npz},
                                    cache=cache, cache_writable=cache_writable)
-    derived: dict[str, _wire.Observation] = {}
+    found: dict[str, _wire.Observation] = {}
     try:
         cell = _wire.loads(result.files["derived.json"], result.files["derived.npz"])
-        derived = {rec.label: rec.observed for rec in cell.records}
+        found = {rec.label: rec.observed for rec in cell.records}
     except (KeyError, _wire.WireError):
         pass
     reason = result.failure or "the program judge gave no result"
-    for key in programs:
-        derived.setdefault(key, _wire.Observation(
-            "error", error_type="ProgramJudge",
-            error=f"the grader could not judge this program ({reason})"))
-    return derived
+    failed = _wire.Observation("error", error_type="ProgramJudge",
+                               error=f"the grader could not judge this program ({reason})")
+    return {key: found.get(same[key], failed) for key in programs}
 
 
 def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,

@@ -65,13 +65,52 @@ def test_a_judge_batch_is_split_by_submission_then_by_program(runs):
     assert runs[0] == sorted(todo)  # one run for the batch while nothing fails
 
 
+def test_a_program_sent_twice_is_derived_once_and_both_get_its_facts(monkeypatch):
+    import dataclasses
+
+    import numpy as np
+
+    from autograder.core import wire
+
+    sent = []
+
+    def run_notebook(nb, *, limits, collect, extra_files, cache, cache_writable):
+        cell = wire.loads(extra_files["programs.json"], extra_files["programs.npz"])
+        sent.extend(rec.label for rec in cell.records)
+        out = wire.CellResult("derived", tuple(
+            wire.Record("derived", rec.label, {}, wire.Observation(
+                "facts", facts={"bytes": len(rec.observed.artifacts[0])}))
+            for rec in cell.records))
+        raw_json, raw_npz = wire.dumps(out)
+        return SimpleNamespace(files={"derived.json": raw_json, "derived.npz": raw_npz},
+                               failure="")
+
+    def program(code: bytes, x: float) -> wire.Record:
+        inputs = wire.Observation("tree", tree="*", leaves=(
+            wire.Leaf("", "array", "float32", np.array([x], np.float32)),))
+        return wire.Record("program", "k", {"check": "c"},
+                           wire.Observation("artifact", artifacts=(code,), inputs=(inputs,)))
+
+    monkeypatch.setattr(programs._sandbox, "run_notebook", run_notebook)
+    todo = {"0#t/0": program(b"abc", 1.0), "1#t/0": program(b"abc", 1.0),
+            "2#t/0": program(b"abc", 2.0), "3#t/0": program(b"abcd", 1.0)}
+    todo = {k: dataclasses.replace(r, label=k) for k, r in todo.items()}  # as callers label
+    out = programs.judge(todo, "limits")
+    # The same bytes on other inputs, or other bytes, are other programs.
+    assert sent == ["0#t/0", "2#t/0", "3#t/0"]
+    assert {k: o.facts for k, o in out.items()} == {
+        "0#t/0": {"bytes": 3}, "1#t/0": {"bytes": 3}, "2#t/0": {"bytes": 3},
+        "3#t/0": {"bytes": 4}}
+
+
 def test_candidate_cells_get_their_own_limit_and_the_judge_keeps_the_grading_one(monkeypatch):
     from grader.sandbox.limits import Limits
 
     seen = {}
 
-    def run_notebook(nb, *, limits, collect, cache):
+    def run_notebook(nb, *, limits, collect, cache, cache_writable):
         seen["candidates"] = limits.cell_timeout
+        seen["writable"] = cache_writable  # the grading cache: read-only unless asked
         return SimpleNamespace(files={}, failure="", failed_cell=None)
 
     def judge_owned(todo, limits, **kwargs):
@@ -87,7 +126,7 @@ def test_candidate_cells_get_their_own_limit_and_the_judge_keeps_the_grading_one
          "metadata": {"nbgrader": {"grade": True, "grade_id": "test_a", "points": 1}}}]}
     out = candidates.grade(source, {"a": ["def f():\n    return 2\n"]}, {}, {},
                            Limits(cell_timeout=60.0), cell_timeout=5.0)
-    assert seen == {"candidates": 5.0, "judge": 60.0}
+    assert seen == {"candidates": 5.0, "judge": 60.0, "writable": False}
     assert out[("a", 0)].kernel == {"passed": False, "message": "no verdict came back"}
 
 

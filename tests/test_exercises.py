@@ -62,9 +62,11 @@ def judged(request, tmp_path_factory):
     # Variants are judged both ways; mutants by the grader only (the mutation score).
     kernel_too = {gid: {k for k, (kind, _, _) in enumerate(entries) if kind != "mutant"}
                   for gid, entries in kinds.items()}
+    # The scratch course's cache is this test's own: the candidates' run may add to it
+    # (08_autodiff's candidates' run: 137 s read-only, 116 s writable).
     results = candidates.grade(source, chosen, reference, derived, limits,
                                cache=cache_dir(course, module), kernel_too=kernel_too,
-                               cell_timeout=CANDIDATE_CELL_TIMEOUT)
+                               cell_timeout=CANDIDATE_CELL_TIMEOUT, cache_writable=True)
     return {"module": module, "source": source, "kinds": kinds, "results": results}
 
 

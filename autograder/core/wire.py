@@ -15,6 +15,7 @@ field, checks every type and size, loads arrays with ``allow_pickle=False`` and 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 from typing import Any
@@ -225,6 +226,28 @@ def dumps(cell: CellResult) -> tuple[bytes, bytes]:
     buffer = io.BytesIO()
     np.savez(buffer, **writer.arrays)
     return json.dumps(doc, allow_nan=True).encode(), buffer.getvalue()
+
+
+def digest(record: Record) -> str:
+    """A hash of everything in ``record`` but its label and rubric items: two records
+    with one digest hold the same kind, parameters, observations and arrays (values,
+    dtypes and shapes), so whatever is derived from one holds for the other.
+
+    >>> x = Observation("facts", facts={"n": 1})
+    >>> digest(Record("k", "a", {}, x)) == digest(Record("k", "b", {}, x))
+    True
+    >>> digest(Record("k", "a", {}, x)) == digest(Record("k", "a", {"p": 1}, x))
+    False
+    """
+    writer = _Writer()
+    doc = {"kind": record.kind, "params": record.params,
+           "observed": writer.observation(record.observed),
+           "expected": writer.observation(record.expected)}
+    h = hashlib.sha256(json.dumps(doc, sort_keys=True, allow_nan=True).encode())
+    for key, value in writer.arrays.items():
+        h.update(f"\0{key}:{value.dtype.str}:{value.shape}\0".encode())
+        h.update(value.tobytes())
+    return h.hexdigest()
 
 
 def _need(cond: bool, what: str) -> None:
