@@ -99,8 +99,8 @@ def _aliases(loop: Op, carried: list[str], blocks: dict, after: list[Op],
     the same value or from the same argument (``argument_of``: the argument an initial
     value holds, through padding), the output read after the loop, the input not. The
     outputs are the operands whose values are read after the loop (the inputs' are
-    dropped), so the first of them, or of the aliased partners, is output 0. An aliased pair whose kernel writes neither
-    Ref is not seen (the two stay separate values).
+    dropped), so the first of them, or of the aliased partners, is output 0. An aliased
+    pair whose kernel writes neither Ref is not seen (the two stay separate values).
     """
     returned = next((op.uses for op in reversed(loop.regions[1])
                      if op.kind == "stablehlo.return"), [])
