@@ -257,10 +257,29 @@ def close_menus(page) -> None:
         page.wait_for_timeout(200)
 
 
+def dismiss_dialogs(page) -> list[str]:
+    """Closes any JupyterLab dialog that is showing (its cancel button, else Escape) and
+    returns what each said, so that a test that then fails can say what was in the way."""
+    seen = []
+    dialog = page.locator(".jp-Dialog").first
+    for _ in range(5):
+        if not dialog.is_visible():
+            break
+        seen.append(" ".join(dialog.inner_text().split())[:300])
+        reject = dialog.locator(".jp-Dialog-button.jp-mod-reject")
+        if reject.count():
+            reject.first.click()
+        else:
+            page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+    return seen
+
+
 def run_cell(page, cell, label: str, timeout_s: float = 120) -> None:
     """Runs one code cell the way a student does (select it, Ctrl+Enter) and waits for it.
 
-    A key press that does not start the cell (the prompt stays as it was) is repeated.
+    A key press that does not start the cell (the prompt stays as it was) is repeated. A
+    dialog over the notebook is closed first and named if the cell then fails to run.
     """
     prompt = cell.locator(".jp-InputArea-prompt")
     # A notebook still opening shows a spinner over its cells, which takes the click (the
@@ -271,8 +290,12 @@ def run_cell(page, cell, label: str, timeout_s: float = 120) -> None:
     before = prompt.inner_text().strip()
     deadline = time.monotonic() + timeout_s
     text = before
+    dialogs: list[str] = []
     for _ in range(3):
-        prompt.click()
+        # A dialog took the click in CI once (60 s of "<dialog class=jp-Dialog> intercepts
+        # pointer events" while opening the hub test's probe notebook).
+        dialogs += dismiss_dialogs(page)
+        prompt.click(timeout=min(60_000, max(1_000, (deadline - time.monotonic()) * 1000)))
         page.keyboard.press("Control+Enter")
         pressed = time.monotonic()
         while time.monotonic() < deadline:
@@ -284,4 +307,5 @@ def run_cell(page, cell, label: str, timeout_s: float = 120) -> None:
             page.wait_for_timeout(100)
         else:
             break
-    raise AssertionError(f"cell {label} did not run within {timeout_s:.0f} s (prompt {text!r})")
+    shown = f"; dialogs closed first: {dialogs}" if dialogs else ""
+    raise AssertionError(f"cell {label} did not run within {timeout_s:.0f} s (prompt {text!r}){shown}")

@@ -317,10 +317,11 @@ def test_course_loop_on_a_real_hub():
                            str(course / "gradebook.db"), str(exchange / COURSE_ID / "inbound") + "/"]
                 _write_as(ben, homes[ben] / "probe.ipynb", json.dumps(_probe_notebook(targets)))
                 page = pages[ben]
-                page.goto(f"{hub_url}/user/{ben}/lab/tree/probe.ipynb")
-                # The probe's own cell: the workspace reopens 01_grad's tab beside it, and
-                # while it restores, 01_grad's panel was found first without its hidden
-                # class (a CI run timed out clicking a cell it could not see).
+                # `?reset`: a fresh workspace, so 01_grad's tab is not restored beside the
+                # probe (while it restored, its panel was found first without its hidden
+                # class, and a CI run timed out clicking a cell it could not see; another
+                # had a dialog over the probe's cell).
+                page.goto(f"{hub_url}/user/{ben}/lab/tree/probe.ipynb?reset")
                 cell = page.locator(".jp-NotebookPanel .jp-CodeCell:visible",
                                     has_text="LISTED").first
                 expect(page.locator("#jp-main-statusbar")).to_contain_text("| Idle", timeout=120_000)
