@@ -11,6 +11,7 @@ tests/test_corpus.py (as root), the watchdog by tests/test_unprivileged.py.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -211,13 +212,59 @@ def test_systemd_scope_command_and_its_group(tmp_path, monkeypatch):
     answers = iter(["/user.slice/user-1000.slice/session-2.scope", path])
     scope = systemd.SystemdScope("jaxcourse-job-abc", LIMITS, mount=mount,
                                  group_of=lambda pid: next(answers))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
     cmd = scope.wrap(["bwrap", "x"])
-    assert cmd[1:] == ["--user", "--scope", "--quiet", "--collect", f"--unit={unit}",
-                       "-p", f"MemoryMax={256 << 20}", "-p", "MemorySwapMax=0",
-                       "-p", "TasksMax=64", "--", "bwrap", "x"]
+    at = next(i for i, part in enumerate(cmd) if part.endswith("systemd-run"))
+    assert cmd[:at] == ["/usr/bin/env", "XDG_RUNTIME_DIR=/run/user/1000"]
+    assert cmd[at + 1:] == ["--user", "--scope", "--quiet", "--collect", f"--unit={unit}",
+                            "-p", f"MemoryMax={256 << 20}", "-p", "MemorySwapMax=0",
+                            "-p", "TasksMax=64", "--", "bwrap", "x"]
     scope.started(12345, tmp_path)  # the first answer is before systemd-run moved itself
     assert scope.group is not None and scope.group.path == scope_dir
     assert scope.stop() == Stop("memory", 256, 255.0, "systemd-scope")
+
+
+# Like the real one, it needs the user's manager (XDG_RUNTIME_DIR or the bus address),
+# then runs the command after "--" in place of itself.
+_FAKE_SYSTEMD_RUN = """#!/bin/sh
+if [ -z "$XDG_RUNTIME_DIR" ] && [ -z "$DBUS_SESSION_BUS_ADDRESS" ]; then
+  echo "Failed to connect to bus: \\$DBUS_SESSION_BUS_ADDRESS and \\$XDG_RUNTIME_DIR not defined" >&2
+  exit 1
+fi
+echo "$XDG_RUNTIME_DIR" > "$(dirname "$0")/seen"
+while [ "$1" != "--" ]; do shift; done
+shift
+exec "$@"
+"""
+
+
+def test_a_run_in_a_systemd_scope_reaches_the_users_manager(tmp_path, monkeypatch):
+    """The sandbox's command starts with PATH alone in its environment; systemd-run
+    must still be given the way to the user's manager, or every run is lost as a dead
+    kernel (found in a real Debian guest, tests/hosts: the first run of this level)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "systemd-run").write_text(_FAKE_SYSTEMD_RUN)
+    (folder / "systemd-run").chmod(0o755)
+    seen = folder / "seen"
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    problem = run.bwrap.probe()[1]
+    level = levels.choose(sandbox_problem=problem, v2=(None, "not here"), v1=False,
+                          scope=(True, ""), forced="systemd-scope")
+    monkeypatch.setattr(levels, "detect", lambda: level)
+    # No real scope here: the group is never found, and nothing waits for it.
+    monkeypatch.setattr(systemd.SystemdScope, "started", lambda self, pid, job: None)
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": "a", "metadata": {},
+                     "outputs": [], "source": "print(6 * 7)"}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                      "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    result = run.run_notebook(nb, limits=Limits(memory_mb=1024, allow_unsandboxed=True))
+    assert result.failure == "", (result.failure, result.detail)
+    assert seen.read_text().strip() == str(tmp_path)
+    assert "42" in json.dumps(result.notebook["cells"][0]["outputs"])
+    assert result.isolation.endswith("+systemd-scope")
 
 
 def test_systemd_probe_needs_both_limits_in_the_scope(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ tests/test_cgroups.py drives this code through a fake ``systemd-run``.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import time
@@ -44,7 +45,8 @@ def available() -> tuple[bool, str]:
         probe = subprocess.run(
             [exe, "--user", "--scope", "--quiet", "--collect", "-p", f"MemoryMax={_PROBE_MEMORY}",
              "-p", f"TasksMax={_PROBE_TASKS}", "--", "sh", "-c", _PROBE, "sh", str(mount)],
-            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+            env={**os.environ, **bus_environment()})
     except (OSError, subprocess.TimeoutExpired) as err:
         return False, f"systemd-run --user failed: {err}"
     if probe.returncode != 0:
@@ -54,6 +56,17 @@ def available() -> tuple[bool, str]:
         return False, ("the user's systemd manager does not delegate the memory and pids "
                        "controllers")
     return True, ""
+
+
+def bus_environment() -> dict[str, str]:
+    """The variables by which ``systemd-run --user`` reaches this user's manager: this
+    process's own, else the runtime folder a login session or lingering gives the user."""
+    env = {k: os.environ[k] for k in ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS")
+           if os.environ.get(k)}
+    runtime = Path(f"/run/user/{os.getuid()}")
+    if "XDG_RUNTIME_DIR" not in env and runtime.is_dir():
+        env["XDG_RUNTIME_DIR"] = str(runtime)
+    return env
 
 
 class SystemdScope:
@@ -70,7 +83,13 @@ class SystemdScope:
         self.group: cgroup_v2.CgroupV2 | None = None
 
     def wrap(self, command: list[str]) -> list[str]:
-        return [shutil.which("systemd-run") or "systemd-run", "--user", "--scope", "--quiet",
+        # The sandbox starts with an environment of PATH alone, and `systemd-run --user`
+        # finds the user's manager through XDG_RUNTIME_DIR (or the bus address): without
+        # them it fails ("Failed to connect to bus"), and every run was lost as a dead
+        # kernel (the first run in a real guest, tests/hosts, showed it). bubblewrap
+        # clears the environment again for the command.
+        return ["/usr/bin/env", *(f"{k}={v}" for k, v in bus_environment().items()),
+                shutil.which("systemd-run") or "systemd-run", "--user", "--scope", "--quiet",
                 "--collect", f"--unit={self.unit}",
                 "-p", f"MemoryMax={self.limits.memory_mb << 20}", "-p", "MemorySwapMax=0",
                 "-p", f"TasksMax={self.limits.task_limit()}", "--", *command]
@@ -79,8 +98,10 @@ class SystemdScope:
         pass
 
     def started(self, pid: int, job: Path) -> None:
-        # systemd-run moves itself into the scope, then execs the command: wait for it.
-        deadline = time.monotonic() + 10
+        # systemd-run moves itself into the scope, then execs the command: wait for it
+        # (the command does not start before; a D-Bus round trip can take seconds on a
+        # loaded or emulated host).
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             path = self.group_of(pid)
             if path is None:
