@@ -217,3 +217,70 @@ def test_assert_jitted_rejects_a_plain_function():
 def test_assert_jitted_rejects_a_non_function():
     with pytest.raises(CheckFailure, match="got:      int 3"):
         assert_jitted(3, name="poly_features")
+
+
+# --- the same count from programs (the judge's side) ---------------------------------
+
+def _silenced(monkeypatch):
+    """What a submission that silenced JAX's compile listeners would make the count say."""
+    import contextlib
+
+    from autograder.jit import compile as compile_module
+
+    @contextlib.contextmanager
+    def nothing_seen():
+        yield compile_module.Compilations()
+
+    monkeypatch.setattr(compile_module, "collect_compilations", nothing_seen)
+
+
+def test_a_count_silenced_in_process_still_fails_on_the_programs(x3, monkeypatch):
+    @functools.partial(jax.jit, static_argnames="decay")
+    def ema(m, x, decay):
+        return decay * m + (1 - decay) * x
+
+    calls = [((x3, x3), {"decay": d}) for d in (0.7, 0.3, 0.5)]
+    _silenced(monkeypatch)
+    with pytest.raises(CheckFailure) as err:
+        assert_compiles_at_most(ema, calls, 1, section="3.3")
+    msg = str(err.value)
+    assert msg.startswith("ema needs 3 different programs for 3 calls"), msg
+    assert "call 2 gives another program than call 1, with the same inputs: a value is " \
+           "compiled into it as a constant" in msg
+    assert "drop it from static_argnums/static_argnames" in msg
+    # A new input shape is a new program too, whatever the listeners say.
+    with pytest.raises(CheckFailure, match="call 2 gives another program than call 1: its "
+                                           r"inputs are float32\[4\]"):
+        assert_compiles_at_most(jax.jit(jnp.sin), [(x3,), (jnp.ones(4),)], 1)
+
+
+def test_programs_that_are_one_program_pass(x3, monkeypatch):
+    @jax.jit
+    def ema(m, x, decay):
+        return decay * m + (1 - decay) * x
+
+    assert assert_compiles_at_most(ema, [(x3, x3, d) for d in (0.7, 0.3, 0.5)], 1).count == 1
+    # A static argument whose values repeat: as many programs as values, within the limit.
+    power = jax.jit(lambda v, n: v ** n, static_argnums=1)
+    assert assert_compiles_at_most(power, [(x3, 2), (x3, 2), (x3, 3)], 2).count == 2
+    # Inputs donated by the calls were exported before them.
+    step = jax.jit(lambda p, g: p - 0.1 * g, donate_argnums=0)
+    assert assert_compiles_at_most(step, [(jnp.ones(3), x3) for _ in range(3)], 1).count == 1
+    # A program the judge does not run (a host callback) is left to the count.
+    def noisy(v):
+        jax.debug.print("v = {}", v)
+        return v * 2
+
+    with jax.disable_jit(False):
+        _silenced(monkeypatch)
+        assert_compiles_at_most(jax.jit(noisy), [(x3,), (x3,)], 1)
+
+
+def test_the_programs_do_not_see_a_fresh_function_object(x3, monkeypatch):
+    """The floor's limit: a new jit of the same function compiles the same program again,
+    which only the count where the calls run sees."""
+    def fresh(v):
+        return jax.jit(lambda u: u * 5)(v)
+
+    _silenced(monkeypatch)
+    assert_compiles_at_most(fresh, [(x3,), (x3,)], 1)

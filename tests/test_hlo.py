@@ -91,6 +91,20 @@ def test_op_count_turns_lowering_errors_into_feedback():
         assert_stablehlo_op_count(needs_static, (jnp.ones(2), 3), "multiply", at_most=1)
 
 
+def test_a_host_callback_is_not_reported_as_an_unsolved_stub():
+    """jax.export raises NotImplementedError for host callbacks: not "not implemented yet"."""
+    @functools.partial(jax.jit, donate_argnums=0)
+    def step(p, g):
+        jax.debug.print("p = {}", p)
+        return p - 0.1 * g
+
+    with pytest.raises(CheckFailure) as err:
+        assert_donated(step, (jnp.ones(3), jnp.ones(3)), 0)
+    message = str(err.value)
+    assert "not implemented yet" not in message
+    assert "ProgramNotExportable" in message and "jax.debug.print" in message
+
+
 # --- donation ----------------------------------------------------------------------------
 
 def _sgd(p, g):

@@ -10,6 +10,14 @@ static value, or nothing at all (then the function object itself was new).
 
 Eager operations compile too (``jnp.ones(3)`` compiles a small ``broadcast`` once
 per shape), so create inputs before counting.
+
+The listeners live in the process that runs the student's code. So
+:func:`assert_compiles_at_most` also records the function exported at each call
+(``compiled_programs``), and the program judge, which runs no student code, hashes
+each program without its source locations: every distinct program needs a
+compilation of its own, a floor that the process cannot lower. It catches a static
+argument that should be traced and a new input type; a new ``jax.jit`` object per
+call compiles an identical program again, which only the listeners see.
 """
 from __future__ import annotations
 
@@ -21,6 +29,8 @@ from autograder.core.check import Check, call, explainer, run
 from autograder.core.tracing import is_jit_function
 from autograder.jit.call_diffs import CAUSE, FIX, call_inputs, differences, split_call
 from autograder.core.feedback import describe_value, format_failure
+from autograder.programs.artifacts import (Programs, explain_values_tie, program_facts,
+                                           program_sides, programs_of)
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -142,13 +152,41 @@ def assert_compiles_at_most(fn: Callable, calls: Sequence, max_compilations: int
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", None) or type(fn).__name__
-    return run(Check("compiles_at_most", label,
+    teach = dict(max_compilations=max_compilations, section=section, hint=hint, fix=fix)
+    # The count again from programs, where the student's code cannot reach it: each
+    # call's program, exported here before the calls (which may donate their inputs),
+    # is derived by the judge. Each distinct program needs a compilation of its own, so
+    # their number is a floor under the count the listeners give in this process: a
+    # static argument that should be traced (a new constant per value) or a new input
+    # type shows there whatever this process reports. Judged after the count, whose
+    # message names the argument that changed.
+    exported = _exported_ahead(fn, calls)
+    counted = run(Check("compiles_at_most", label,
                      observe=lambda: collect_compile_facts(fn, calls, label),
                      observe_as="facts",
-                     params=dict(max_compilations=max_compilations, section=section,
-                                 hint=hint, fix=fix),
+                     params=teach,
                      returns=lambda facts: Compilations(
                          names=[n for names in facts["names"] for n in names])))
+    if isinstance(exported, Programs):
+        observe, expect = program_sides(lambda: exported)
+        run(Check("compiled_programs", label, observe=observe, expect=expect,
+                  observe_as="artifact", expect_as="artifact", params=teach))
+    else:  # the count judges alone what could not be exported (a host callback)
+        run(Check("compiled_programs", label, observe=lambda: {"exported": exported},
+                  observe_as="facts", params=teach))
+    return counted
+
+
+def _exported_ahead(fn: Callable, calls: Sequence) -> "Programs | str":
+    """``fn`` exported at each call now (quietly), or why it could not be (a stub, a
+    host callback: the calls themselves then say what is wrong)."""
+    from autograder.core.quiet import quiet
+
+    try:
+        with quiet():
+            return programs_of(*((fn, *split_call(c)) for c in calls))
+    except Exception as err:  # noqa: BLE001 - any failure leaves the floor unknown
+        return f"{type(err).__name__}: {str(err)[:200]}"
 
 
 def collect_compile_facts(fn: Callable, calls: Sequence, label: str) -> dict:
@@ -218,6 +256,57 @@ def explain_compiles_at_most(observed, expected, *, label: str, max_compilations
         expected=f"at most {max_compilations} compilation{'s' if max_compilations != 1 else ''}",
         got=f"{count} compilations: {got}", details=[str(d) for d in facts.get("details", [])],
         cause=cause, fix=fix or default_fix, section=section)
+
+
+@explainer("compiled_programs")
+def explain_compiled_programs(observed, expected, *, label: str, max_compilations: int,
+                              section: str | None = None, hint: str | None = None,
+                              fix: str | None = None, **_ignored) -> str | None:
+    """The floor on the compilations: distinct programs among the calls' programs.
+
+    Programs that could not be exported or judged (a stub, a host callback) count for
+    nothing here: the compilations counted where the calls ran judge those.
+    """
+    if observed.kind != "facts" or not isinstance(observed.facts, list):
+        return None  # not exported: the count alone (an error never reaches here)
+    facts = program_facts(observed)
+    usable = [i for i, f in enumerate(facts) if isinstance(f, dict) and f.get("digest")
+              and not f.get("error") and not f.get("refused")]
+    theirs = getattr(expected, "outputs", ()) if expected is not None else ()
+    for i in usable:  # each program is one of the graded function, on that call's inputs
+        if i < len(theirs) and i < len(observed.outputs) and theirs[i].leaves:
+            message = explain_values_tie(observed.outputs[i], theirs[i], label=label,
+                                         section=section)
+            if message:
+                return message
+    first: dict[str, int] = {}
+    for i in usable:
+        first.setdefault(facts[i]["digest"], i)
+    if len(first) <= max_compilations:
+        return None
+    details = []
+    for digest, i in list(first.items())[1:]:
+        j = next(iter(first.values()))
+        same_inputs = facts[i].get("in_avals") == facts[j].get("in_avals")
+        details.append(
+            f"call {i + 1} gives another program than call {j + 1}" + (
+                ", with the same inputs: a value is compiled into it as a constant"
+                if same_inputs else
+                f": its inputs are {', '.join(map(str, facts[i].get('in_avals', [])))}, "
+                f"not {', '.join(map(str, facts[j].get('in_avals', [])))}"))
+    baked = any("same inputs" in d for d in details)
+    return format_failure(
+        f"{label} needs {len(first)} different programs for {len(facts)} calls",
+        expected=f"at most {max_compilations} program{'s' if max_compilations != 1 else ''} "
+                 f"(each distinct program is compiled once)",
+        got=f"{len(first)} distinct programs", details=details,
+        cause=hint or ("an argument that changes between the calls is static (jit compiles "
+                       "its value into the program), or a Python number is closed over"
+                       if baked else "the calls pass inputs of other shapes or dtypes"),
+        fix=fix or ("make the argument traced: drop it from static_argnums/static_argnames "
+                    "and pass it as an argument" if baked else
+                    "keep the inputs' shapes and dtypes fixed across calls"),
+        section=section)
 
 
 def assert_jitted(fn: Any, *, name: str | None = None, section: str | None = None,

@@ -45,6 +45,10 @@ from autograder.programs.text import (ALLOWED_CUSTOM_CALLS, ALLOWED_DIALECTS,  #
 MAX_PROGRAM_BYTES = 16 << 20
 
 
+class ProgramNotExportable(Exception):
+    """``jax.export`` cannot serialize the function's program (a host callback in it)."""
+
+
 @dataclasses.dataclass
 class Programs:
     """Exported programs of one check, with the dynamic inputs each was exported at."""
@@ -74,19 +78,27 @@ def export_program(fn, args=(), kwargs=None):
     # sharding chapter runs on the simulated CPU devices, and a program exported for
     # the default backend (the TPU) would ask for 8 TPUs.
     platforms = _input_platforms(jax.tree.leaves((args, kwargs)))
-    if _is_jit(fn):
-        exported = _on_leaves(jax.export.export(fn, platforms=platforms)(*args, **kwargs))
-    else:
-        # Exported on the flat leaves of its inputs and outputs: the same program, and
-        # one whose pytrees serialize (optax states do not).
-        tree_leaves, treedef = jax.tree.flatten((tuple(args), kwargs))
+    try:
+        if _is_jit(fn):
+            exported = _on_leaves(jax.export.export(fn, platforms=platforms)(*args, **kwargs))
+        else:
+            # Exported on the flat leaves of its inputs and outputs: the same program, and
+            # one whose pytrees serialize (optax states do not).
+            tree_leaves, treedef = jax.tree.flatten((tuple(args), kwargs))
 
-        def flat_fn(*leaves):
-            a, k = jax.tree.unflatten(treedef, leaves)
-            return jax.tree.leaves(fn(*a, **k))
+            def flat_fn(*leaves):
+                a, k = jax.tree.unflatten(treedef, leaves)
+                return jax.tree.leaves(fn(*a, **k))
 
-        flat_fn.__name__ = getattr(fn, "__name__", "fn")
-        exported = jax.export.export(jax.jit(flat_fn), platforms=platforms)(*tree_leaves)
+            flat_fn.__name__ = getattr(fn, "__name__", "fn")
+            exported = jax.export.export(jax.jit(flat_fn), platforms=platforms)(*tree_leaves)
+    except NotImplementedError as err:
+        if not _raised_by_jax_export(err):
+            raise  # the student's own (an unsolved stub)
+        raise ProgramNotExportable(
+            f"the program cannot be exported ({err}): a host callback (jax.debug.print, "
+            "jax.debug.callback, jax.pure_callback, io_callback) is in the graded "
+            "function; remove it") from None
     leaves = jax.tree.leaves((args, kwargs))
     if len(leaves) == len(exported.in_avals):
         # Every leaf is an input (no static arguments): a Python number is traced as a
@@ -98,6 +110,16 @@ def export_program(fn, args=(), kwargs=None):
         if len(flat) != len(exported.in_avals):
             flat = []  # static and traced leaves mixed: the program cannot be re-run here
     return exported, flat
+
+
+def _raised_by_jax_export(err: BaseException) -> bool:
+    """Whether JAX's export raised ``err`` itself ("serialization of host_callbacks is
+    not yet implemented"), not code it traced: its innermost frame is in jax.export."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = tb.tb_frame.f_code.co_filename.replace("\\", "/") if tb is not None else ""
+    return "/jax/_src/export/" in filename
 
 
 def _on_leaves(exported):

@@ -9,6 +9,7 @@ is here too. :mod:`autograder.programs.artifacts` re-exports these names.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 
@@ -37,6 +38,22 @@ _COLLECTIVE_COUNT = re.compile(
 _OP = re.compile(r"\b((?:stablehlo|func|sdy|chlo|mhlo|[a-z_]+)\.[a-z_0-9]+)(?=[ (<{\"])")
 
 
+_LOCATION = re.compile(r"\s*loc\((?:[^()\"]|\"[^\"]*\"|\((?:[^()\"]|\"[^\"]*\"|\([^()]*\))*\))*\)")
+
+
+def program_digest(text: str) -> str:
+    """A hash of the program itself: its StableHLO without source locations (which name
+    the call stack that traced it), so that two calls that compile the same program,
+    from anywhere, give the same digest.
+
+    >>> a = 'func.func @main(%arg0: tensor<f32> loc("x")) {\\n} loc(#loc3)\\n#loc3 = loc("f"(#loc1))'
+    >>> program_digest(a) == program_digest('func.func @main(%arg0: tensor<f32>) {\\n}')
+    True
+    """
+    lines = [line for line in text.splitlines() if not line.startswith("#loc")]
+    return hashlib.sha256(_LOCATION.sub("", "\n".join(lines)).encode()).hexdigest()[:16]
+
+
 def static_facts(text: str) -> dict:
     """Facts read from a program's StableHLO text alone (no JAX needed)."""
     ops = Counter(m.group(1) for m in re.finditer(r"(?m)^\s*(?:%[\w#:, %]+ = )?\"?"
@@ -57,7 +74,7 @@ def static_facts(text: str) -> dict:
             "manual_ops": _manual_ops(text), "size": len(text),
             "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
             "largest_array": largest_array(text),
-            "region_work": region_work(text)}
+            "region_work": region_work(text), "digest": program_digest(text)}
 
 
 def _manual_ops(text: str) -> dict:
