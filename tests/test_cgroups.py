@@ -198,6 +198,53 @@ def test_v2_kill_ends_every_task_listed(tmp_path):
     assert time.monotonic() - t < 3 and group_done
 
 
+def test_a_group_that_refused_a_fork_at_its_task_limit_is_exhausted(tmp_path):
+    """pids.events counts the forks refused at pids.max (v1 and v2 alike)."""
+    group = cgroup_v2.CgroupV2(_fake_v2(tmp_path) / "run", LIMITS)
+    assert not group.tasks_exhausted()  # no pids.events yet
+    (group.path / "pids.events").write_text("max 0\n")
+    assert not group.tasks_exhausted()
+    (group.path / "pids.events").write_text("max 3\n")
+    assert group.tasks_exhausted()
+
+
+def test_the_guard_ends_a_run_whose_group_refused_a_fork(monkeypatch):
+    """A fork bomb at pids.max spins on failed forks until its cell's time runs out,
+    taking the CPU from the runs beside it: the guard kills it the moment it shows."""
+    class Limiter:
+        name, killed, polls = "cgroup-v2", 0, 0
+
+        def tasks_exhausted(self):
+            self.polls += 1
+            return self.polls >= 3
+
+        def kill_all(self):
+            self.killed += 1
+
+    limiter = Limiter()
+    guard = run._TaskLimitGuard(limiter, interval=0.01)
+    deadline = time.monotonic() + 5
+    while not guard.hit and time.monotonic() < deadline:
+        time.sleep(0.01)
+    guard.close()
+    assert guard.hit and limiter.killed == 1 and limiter.polls == 3
+
+
+def test_an_unprivileged_watchdog_lets_a_bomb_pass_its_task_limit(monkeypatch):
+    """RLIMIT_NPROC lies above the watchdog's limit, so a fork bomb gets over the limit
+    (and is stopped) instead of spinning at the cap on failed forks."""
+    import resource
+
+    monkeypatch.setattr(watchdog.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(watchdog, "_user_tasks", lambda uid: 10)
+    dog = watchdog.Watchdog("jaxcourse-job-test", LIMITS)
+    nproc = dict(dog._rlimits)[resource.RLIMIT_NPROC][0]
+    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    expected = 10 + LIMITS.task_limit() + watchdog.nproc_margin(LIMITS)
+    assert nproc == (expected if hard == resource.RLIM_INFINITY else min(expected, hard))
+    assert watchdog.nproc_margin(LIMITS) >= 16
+
+
 # ---------------------------------------------------------------- systemd scopes
 
 def test_systemd_scope_command_and_its_group(tmp_path, monkeypatch):

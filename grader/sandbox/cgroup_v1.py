@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from grader.sandbox.limits import Limits, Stop
+from grader.sandbox.limits import Limits, Stop, pids_limit_hit
 
 ROOT = Path("/sys/fs/cgroup")
 PARENT = "jaxcourse"
@@ -61,6 +61,9 @@ class CgroupV1:
 
     def started(self, pid: int, job: Path) -> None:
         pass
+
+    def tasks_exhausted(self) -> bool:
+        return pids_limit_hit(self.dirs["pids"] / "pids.events")
 
     def pids(self) -> list[int]:
         try:

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from grader.sandbox.limits import Limits, Stop
+from grader.sandbox.limits import Limits, Stop, pids_limit_hit
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 PARENT = "jaxcourse"
@@ -151,6 +151,9 @@ class CgroupV2:
             except (OSError, ValueError):
                 return
             self._peak = max(self._peak or 0.0, mb)
+
+    def tasks_exhausted(self) -> bool:
+        return pids_limit_hit(self.path / "pids.events")
 
     def pids(self) -> list[int]:
         try:

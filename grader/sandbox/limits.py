@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 
 class SandboxUnavailable(RuntimeError):
@@ -72,3 +73,17 @@ class RunResult:
     isolation: str
     detail: str = ""
     stop: Stop | None = None  # the limit that stopped the run, with its numbers
+
+
+def pids_limit_hit(events: Path) -> bool:
+    """Whether a fork or a new thread failed at a group's ``pids.max``: its
+    ``pids.events`` counts them (``max N``, cgroup v1 and v2 alike). An honest run
+    stays far below the limit; one that reaches it is a bomb spinning on failed forks."""
+    try:
+        for line in events.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max" and value.strip().isdigit():
+                return int(value) > 0
+    except OSError:
+        pass
+    return False

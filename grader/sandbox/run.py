@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +79,31 @@ def _preexec(rlimits, limiter):
     return run
 
 
+class _TaskLimitGuard:
+    """Ends a run the moment its group refuses a fork at the task limit (cgroups and
+    systemd scopes; the watchdog stops its own). The kernel only refuses the fork: a
+    fork bomb then spins on failed forks, hundreds of processes, until its cell's time
+    runs out, and takes the CPU from the runs beside it (in a real guest under qemu's
+    emulator, tests/hosts, the sandbox beside one lost its points to time-outs)."""
+
+    def __init__(self, limiter, interval: float = 0.05):
+        self.hit = False
+        self._done = threading.Event()
+        self._limiter = limiter
+        threading.Thread(target=self._watch, args=(interval,), daemon=True,
+                         name="jaxcourse-task-limit").start()
+
+    def _watch(self, interval: float) -> None:
+        while not self._done.wait(interval):
+            if self._limiter.tasks_exhausted():
+                self.hit = True
+                self._limiter.kill_all()
+                return
+
+    def close(self) -> None:
+        self._done.set()
+
+
 def _classify(code, events, stop: Stop | None, limits: Limits) -> tuple[str, str]:
     """(failure, detail) of a run that ended with ``code`` (None: killed on the wall clock)."""
     kinds = {e.get("event") for e in events}
@@ -137,10 +163,13 @@ def run_notebook(nb: dict, *, limits: Limits = Limits(), collect: tuple[str, ...
                                 stderr=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=_preexec(rlimits, limiter))
         limiter.started(proc.pid, job)
+        guard = _TaskLimitGuard(limiter)
         try:
             code = proc.wait(timeout=limits.notebook_timeout)
         except subprocess.TimeoutExpired:
             code = None
+        finally:
+            guard.close()
         # Whatever happened, nothing started by the submission outlives the run.
         limiter.kill_all()
         try:
@@ -149,6 +178,8 @@ def run_notebook(nb: dict, *, limits: Limits = Limits(), collect: tuple[str, ...
             pass
         proc.wait()
         stop = limiter.stop()
+        if stop is None and guard.hit:
+            stop = Stop("tasks", limits.task_limit(), float(limits.task_limit()), limiter.name)
         events = _progress(job, limits.read_bytes)
         if stop is None and any(e.get("event") == "memory_error" for e in events):
             address_space = getattr(limiter, "address_space_mb", None)

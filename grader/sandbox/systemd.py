@@ -123,6 +123,9 @@ class SystemdScope:
             except (OSError, subprocess.TimeoutExpired):
                 pass
 
+    def tasks_exhausted(self) -> bool:
+        return self.group.tasks_exhausted() if self.group else False
+
     def stop(self) -> Stop | None:
         return self.group.stop() if self.group else None
 

@@ -25,8 +25,10 @@ The rlimits set on the sandbox's first process (inherited by all):
   sampler. JAX reserves far more address space than it uses (2.0-2.3 GB of virtual
   memory for 0.4-0.6 GB resident on every course notebook, 2 cores, 8 simulated
   devices), and segfaulted under 512 MiB-1 GiB caps: see docs/isolation.md for the margin;
-- ``RLIMIT_NPROC``: the tasks this user has now plus the task limit (the count is
-  per user, and the grader's own processes are in it; root ignores it);
+- ``RLIMIT_NPROC``: the tasks this user has now plus the task limit and a margin
+  (:func:`nproc_margin`), so that a fork bomb passes the task limit, where the
+  watchdog stops it, before fork fails (the count is per user, and the grader's own
+  processes are in it; root ignores it);
 - ``RLIMIT_FSIZE`` at the memory limit and ``RLIMIT_CORE`` at 0 (every level).
 """
 from __future__ import annotations
@@ -76,6 +78,13 @@ def common_rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
     """The rlimits every level sets: no core dumps, no file larger than the memory limit."""
     return [_lowered(resource.RLIMIT_CORE, 0),
             _lowered(resource.RLIMIT_FSIZE, limits.memory_mb << 20)]
+
+
+def nproc_margin(limits: Limits) -> int:
+    """How far ``RLIMIT_NPROC`` lies above the tasks the watchdog allows a sandbox: a
+    quarter of the task limit, at least 16 (room for the user's other sandboxes to grow
+    while a bomb climbs past the limit)."""
+    return max(16, limits.task_limit() // 4)
 
 
 def _user_tasks(uid: int) -> int:
@@ -199,11 +208,20 @@ class Watchdog:
         self.address_space_mb = limits.memory_mb + AS_MARGIN_MB
         self._rlimits.append(_lowered(resource.RLIMIT_AS, self.address_space_mb << 20))
         if os.geteuid() != 0:
-            nproc = _user_tasks(os.getuid()) + limits.task_limit()
+            # Above the watchdog's own limit by a margin. Capped at the task limit
+            # itself, a fork bomb may never get over it (the user's other sandboxes grow
+            # into the same per-user count), and then spins on failed forks until its
+            # cell's time runs out, the sandboxes beside it starved meanwhile (in a real
+            # guest under emulation, tests/hosts, the one beside it lost its points to
+            # time-outs). Past the limit, the watchdog stops it.
+            nproc = _user_tasks(os.getuid()) + limits.task_limit() + nproc_margin(limits)
             self._rlimits.append(_lowered(resource.RLIMIT_NPROC, nproc))
 
     def wrap(self, command: list[str]) -> list[str]:
         return command
+
+    def tasks_exhausted(self) -> bool:
+        return False  # its own samples stop a tree past the task limit
 
     def preexec(self) -> None:
         """In the child, before exec: only async-signal-safe work (no imports, no locks)."""
