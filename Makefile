@@ -90,7 +90,7 @@ HOSTS_LEVELS ?=
 HOSTS_CASES ?=
 test-hosts: $(STAMP)
 	JAXCOURSE_HOSTS_CACHE=$(abspath $(HOSTS_CACHE)) HOSTS_LEVELS="$(HOSTS_LEVELS)" HOSTS_CASES="$(HOSTS_CASES)" \
-	  python -m pytest tests/hosts -m hosts -p no:cacheprovider --timeout=5400
+	  python -m pytest tests/hosts -m hosts -p no:cacheprovider
 
 # release/ is generated from source/ (solutions and hidden tests stripped) and committed.
 release: $(STAMP)
