@@ -183,6 +183,15 @@ def explain_error(label: str, observed: _wire.Observation, *, section: str | Non
         return format_failure(f"{name} is not a function", expected="a function",
                               got=observed.error, section=section,
                               fix="define it with `def` in the exercise's solution cell")
+    if observed.error_type == "ProgramNotExportable":  # autograder.programs.artifacts
+        return format_failure(
+            f"the program of {label} cannot be judged: it holds a host callback",
+            got=observed.error.splitlines()[0] if observed.error else None,
+            cause="jax.debug.print, jax.debug.callback, jax.pure_callback or io_callback "
+                  "inside the graded function: jax.export cannot serialize a call back "
+                  "into Python, so the grader cannot read the compiled program",
+            fix="remove prints and callbacks from the graded function (print outside it, "
+                "on its results)", section=section)
     if observed.not_implemented:
         return format_failure(f"{name} is not implemented yet", section=section,
                               fix="replace `raise NotImplementedError()` in its solution cell "
