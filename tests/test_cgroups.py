@@ -208,6 +208,19 @@ def test_a_group_that_refused_a_fork_at_its_task_limit_is_exhausted(tmp_path):
     assert group.tasks_exhausted()
 
 
+def test_an_oom_kill_seen_while_polling_is_told_after_the_group_is_gone(tmp_path):
+    """A systemd scope may be removed, memory.events with it, before the run is over:
+    what the poll read during the run still tells the run's own memory limit."""
+    import shutil
+
+    group = cgroup_v2.CgroupV2(_fake_v2(tmp_path) / "run", LIMITS, create=False)
+    group.path.mkdir()
+    (group.path / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n")
+    assert not group.tasks_exhausted()
+    shutil.rmtree(group.path)
+    assert group.stop() == Stop("memory", LIMITS.memory_mb, None, "cgroup-v2")  # no memory.peak here
+
+
 def test_the_guard_ends_a_run_whose_group_refused_a_fork(monkeypatch):
     """A fork bomb at pids.max spins on failed forks until its cell's time runs out,
     taking the CPU from the runs beside it: the guard kills it the moment it shows."""

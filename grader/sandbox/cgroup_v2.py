@@ -12,10 +12,11 @@ Where the groups go (:func:`find_parent`):
 - a user on a systemd host without such a unit: ``systemd.py`` asks systemd for a
   scope per run instead.
 
-Not exercised for real on the project's machine: its memory and pids controllers are
-on v1, and a cgroup2 hierarchy cannot be given them there. tests/test_cgroups.py runs
-this code against a fake cgroupfs tree (files written and read, kills through
-``cgroup.kill``), and systemd scopes against a fake ``systemd-run``.
+The project's machine has its memory and pids controllers on v1, and a cgroup2
+hierarchy cannot be given them there: tests/test_cgroups.py runs this code against a
+fake cgroupfs tree (files written and read, kills through ``cgroup.kill``), and
+``make test-hosts`` runs it for real, as root in a Debian 12 guest (Linux 6.1, unified
+cgroup v2; docs/isolation.md).
 """
 from __future__ import annotations
 
@@ -118,6 +119,7 @@ class CgroupV2:
                  name: str = "cgroup-v2"):
         self.path, self.limits, self.create, self.name = path, limits, create, name
         self._peak: float | None = None
+        self._events: dict[str, int] = {}  # the last memory.events read
         self._sampling = threading.Event()
         if create:
             path.mkdir()
@@ -153,6 +155,12 @@ class CgroupV2:
             self._peak = max(self._peak or 0.0, mb)
 
     def tasks_exhausted(self) -> bool:
+        """Whether a fork was refused at ``pids.max``. Polled through the run (every 20
+        ms), it also remembers ``memory.events`` and the peak: a systemd scope can be
+        gone, and its files with it, by the time the run is over (a memory bomb in a
+        real guest was reported as a dead kernel so)."""
+        self.events()
+        self.peak_mb()
         return pids_limit_hit(self.path / "pids.events")
 
     def pids(self) -> list[int]:
@@ -190,15 +198,17 @@ class CgroupV2:
             return False
 
     def events(self) -> dict[str, int]:
+        """``memory.events``, or the last read of it once the group is gone."""
         try:
             lines = (self.path / "memory.events").read_text().splitlines()
         except OSError:
-            return {}
+            return dict(self._events)
         out = {}
         for line in lines:
             key, _, value = line.partition(" ")
             if value.strip().isdigit():
                 out[key] = int(value)
+        self._events = out
         return out
 
     def stop(self) -> Stop | None:
@@ -216,10 +226,12 @@ class CgroupV2:
         return Stop("host", 0, self.peak_mb(), "kernel's OOM killer")
 
     def peak_mb(self) -> float | None:
+        """``memory.peak``, or the last figure seen once the group is gone."""
         try:
-            return int((self.path / "memory.peak").read_text()) / 2**20
+            self._peak = int((self.path / "memory.peak").read_text()) / 2**20
         except (OSError, ValueError):
-            return self._peak
+            pass
+        return self._peak
 
     def remove(self) -> None:
         self._sampling.set()

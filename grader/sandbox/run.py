@@ -86,7 +86,7 @@ class _TaskLimitGuard:
     runs out, and takes the CPU from the runs beside it (in a real guest under qemu's
     emulator, tests/hosts, the sandbox beside one lost its points to time-outs)."""
 
-    def __init__(self, limiter, interval: float = 0.05):
+    def __init__(self, limiter, interval: float = 0.02):
         self.hit = False
         self._done = threading.Event()
         self._limiter = limiter
