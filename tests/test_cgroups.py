@@ -389,14 +389,27 @@ def _watched(code: str, tmp_path: Path, limits: Limits) -> tuple[watchdog.Watchd
     return dog, code, elapsed
 
 
-@pytest.mark.parametrize("code,kind", [(_GROW, "memory"), (_THREADS, "tasks"), (_FILES, "memory")],
-                         ids=["allocator", "threads", "files"])
+_FORKS = """
+import os, time
+while True:
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.005)
+"""
+
+
+@pytest.mark.parametrize("code,kind", [(_GROW, "memory"), (_THREADS, "tasks"), (_FILES, "memory"),
+                                       (_FORKS, "processes")],
+                         ids=["allocator", "threads", "files", "forks"])
 def test_watchdog_stops_a_bomb(code, kind, tmp_path):
-    limits = Limits(memory_mb=200, tasks=40)
+    # Forks: a task limit above the process limit, so that it is the one reached.
+    limits = Limits(memory_mb=200, tasks=1000 if kind == "processes" else 40)
     dog, exit_code, elapsed = _watched(code, tmp_path, limits)
     stop = dog.stop()
     assert exit_code == -9 and stop is not None and stop.kind == kind, (exit_code, stop)
-    limit = limits.memory_mb if kind == "memory" else limits.tasks
+    limit = {"memory": limits.memory_mb, "tasks": limits.tasks,
+             "processes": watchdog.MAX_PROCESSES}[kind]
     assert limit < stop.peak <= limit * 1.5, stop
     assert elapsed < 30 and dog.samples > 0
 

@@ -34,7 +34,8 @@ class Limits:
 
 @dataclasses.dataclass(frozen=True)
 class Stop:
-    """A limit that stopped a run: ``kind`` is memory, tasks or host (free memory)."""
+    """A limit that stopped a run: ``kind`` is memory, tasks, processes (the watchdog's)
+    or host (free memory)."""
 
     kind: str
     limit: float  # MiB for memory and host, a count for tasks
@@ -46,6 +47,9 @@ class Stop:
         peak = "" if self.peak is None else f"{self.peak:.0f} "
         if self.kind == "tasks":
             return f"stopped at {peak}tasks by the {self.by} task limit of {self.limit:.0f}"
+        if self.kind == "processes":
+            return (f"stopped at {peak}processes by the {self.by} process limit of "
+                    f"{self.limit:.0f}")
         if self.kind == "host" and not self.limit:
             return (f"killed at {peak}MiB by the {self.by}: the machine ran out of memory "
                     "before this run reached its own limit")

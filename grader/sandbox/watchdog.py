@@ -80,6 +80,14 @@ def common_rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
             _lowered(resource.RLIMIT_FSIZE, limits.memory_mb << 20)]
 
 
+# Processes (not threads) a run may hold at this level: a notebook runs 3-5 (bubblewrap,
+# the runner, the kernel, a subprocess). A fork bomb is stopped here long before the task
+# limit: under qemu's emulator one forked so slowly that it never reached the task limit
+# within its cell's time, its hundreds of processes starving the sandbox beside it (a
+# disk filler's rerun timed out and lost its points; make test-hosts, 2026-12-06).
+MAX_PROCESSES = 64
+
+
 def nproc_margin(limits: Limits) -> int:
     """How far ``RLIMIT_NPROC`` lies above the tasks the watchdog allows a sandbox: a
     quarter of the task limit, at least 16 (room for the user's other sandboxes to grow
@@ -268,6 +276,8 @@ class Watchdog:
                 stop = Stop("memory", self.limits.memory_mb, memory, self.name)
             elif tasks > self.limits.task_limit():
                 stop = Stop("tasks", self.limits.task_limit(), tasks, self.name)
+            elif len(pids) > MAX_PROCESSES:
+                stop = Stop("processes", MAX_PROCESSES, len(pids), self.name)
             elif host_available_mb()[0] < self.floor_mb:
                 stop = Stop("host", self.floor_mb, memory, self.name)
             self.sampling_s += time.perf_counter() - t0
