@@ -12,8 +12,9 @@ subtree has the memory and pids controllers delegated (systemd's default for
 ``user@.service`` on current distributions); :func:`available` checks that both
 limits really land in the scope.
 
-Not exercised for real on the project's machine (PID 1 is not systemd):
-tests/test_cgroups.py drives this code through a fake ``systemd-run``.
+The project's machine has no systemd as PID 1: tests/test_cgroups.py drives this code
+through a fake ``systemd-run``, and ``make test-hosts`` runs it for real, as an
+instructor with a user session in a Debian 12 guest (systemd 252; docs/isolation.md).
 """
 from __future__ import annotations
 
