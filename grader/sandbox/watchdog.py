@@ -81,10 +81,10 @@ def common_rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
 
 
 # Processes (not threads) a run may hold at this level: a notebook runs 3-5 (bubblewrap,
-# the runner, the kernel, a subprocess). A fork bomb is stopped here long before the task
-# limit: under qemu's emulator one forked so slowly that it never reached the task limit
-# within its cell's time, its hundreds of processes starving the sandbox beside it (a
-# disk filler's rerun timed out and lost its points; make test-hosts, 2026-12-06).
+# the runner, the kernel, a subprocess), so a fork bomb is stopped here long before the
+# task limit (tests/test_cgroups.py: 64 processes in 0.4 s). It did not cure what the
+# guest of make test-hosts showed (a fork bomb there still ran its cell's 150 s and
+# starved the sandbox beside it): that is open, docs/isolation.md.
 MAX_PROCESSES = 64
 
 
