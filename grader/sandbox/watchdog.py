@@ -1,11 +1,11 @@
 """The fallback for a user with no cgroup: a watchdog over the sandbox's process tree,
 plus the resource limits (rlimits) that JAX survives.
 
-Every ``Limits.watchdog_interval`` (20 ms) two threads in the grader walk the run's
+Every ``Limits.watchdog_interval`` (20 ms) a thread in the grader walks the run's
 process tree (``/proc/PID/task/TID/children``, so a sample reads only the sandbox's
-own processes; psutil where that file is missing). One counts the processes (at most
-``MAX_PROCESSES``) and their tasks; the other, apart so that a slow read of memory
-never delays the counts, adds up
+own processes; psutil where that file is missing) and counts its processes (at most
+``MAX_PROCESSES``). Another, apart so that a slow read of memory never delays the
+count, reads the processes found: their tasks (threads), and it adds up
 - resident memory: ``RssAnon + RssShmem`` of every process, a cheap figure that
   counts a shared page once per process that maps it. Over the limit, the sample is
   taken again with ``Pss_Anon + Pss_Shmem`` (``/proc/PID/smaps_rollup``: each shared
@@ -102,6 +102,8 @@ MAX_PROCESSES = 64
 # 10 weighs 110 against the grader's 1024; between sandboxes nothing changes (all of
 # them run at it), but beside other work on the machine grading gives way.
 NICE = 10
+# Each watcher waits at least this many times as long as its last sample took.
+DUTY = 4
 
 
 def nproc_margin(limits: Limits) -> int:
@@ -228,6 +230,7 @@ class Watchdog:
         self._seen: dict[int, int] = {}  # pid -> start time, of every process sampled
         self._done = threading.Event()
         self._lock = threading.Lock()
+        self._pids: list[int] = []  # the tree check_counts walked last
         self._threads: list[threading.Thread] = []
         self._rlimits = []  # beyond common_rlimits, which the runner sets at every level
         self.address_space_mb = limits.memory_mb + AS_MARGIN_MB
@@ -273,9 +276,10 @@ class Watchdog:
         return (rss + files) / 2**20
 
     def check_counts(self) -> Stop | None:
-        """The run's processes and tasks, the process count first: nothing is read from
-        each of a fork bomb's hundreds of processes before it is stopped."""
+        """The run's processes, counted before anything is read from each of them (a
+        fork bomb's hundreds); the tree walked is the one check_memory reads."""
         pids = tree(self._root)
+        self._pids = pids
         if len(pids) > MAX_PROCESSES:
             return Stop("processes", MAX_PROCESSES, len(pids), self.name)
         for pid in pids:  # remembered: an orphan may leave the tree before the kill
@@ -283,19 +287,20 @@ class Watchdog:
                 ident = _identity(pid)
                 if ident is not None:
                     self._seen[pid] = ident[1]
-        tasks = sum(_status(pid)[1] for pid in pids)
-        if tasks > self.limits.task_limit():
-            return Stop("tasks", self.limits.task_limit(), tasks, self.name)
         return None
 
     def check_memory(self) -> Stop | None:
-        """The run's memory, and the machine's. Sampled by a thread of its own: reading a
-        process's PSS waits while the process forks (its memory map is locked), and a
-        fork bomb's PSS reads took 0.1-0.8 s each here, so that one sample outlasted the
-        bomb's growth from 8 processes to 400 (or, in the guest of make test-hosts, the
-        cell's 150 s)."""
-        pids = tree(self._root)
-        memory = self._memory(pids, [_status(pid)[0] for pid in pids])
+        """The run's tasks and memory, and the machine's. Sampled by a thread of its own:
+        reading a process's PSS waits while the process forks (its memory map is
+        locked), and a fork bomb's PSS reads took 0.1-0.8 s each here, so that one
+        sample of everything outlasted the bomb's growth from 8 processes to 400 (in
+        the guest of make test-hosts, the cell's 150 s)."""
+        pids = self._pids or tree(self._root)
+        statuses = [_status(pid) for pid in pids]
+        tasks = sum(t for _, t in statuses)
+        if tasks > self.limits.task_limit():
+            return Stop("tasks", self.limits.task_limit(), tasks, self.name)
+        memory = self._memory(pids, [r for r, _ in statuses])
         with self._lock:
             self.peak = max(self.peak or 0.0, memory)
         if memory > self.limits.memory_mb:
@@ -305,13 +310,18 @@ class Watchdog:
         return None
 
     def _watch(self, check) -> None:
-        interval = self.limits.watchdog_interval
-        while not self._done.wait(interval):
+        wait = interval = self.limits.watchdog_interval
+        while not self._done.wait(wait):
             t0 = time.perf_counter()
             stop = check()
+            took = time.perf_counter() - t0
+            # At most 1 / (1 + DUTY) of a core: where a sample is slow (an emulated
+            # CPU), the watcher at nice 0 would otherwise take the CPU from the
+            # sandbox it watches, at nice 10.
+            wait = max(interval, DUTY * took)
             with self._lock:
                 self.samples += 1
-                self.sampling_s += time.perf_counter() - t0
+                self.sampling_s += took
                 if stop is None or self.stopped is not None:
                     continue
                 self.stopped = stop
