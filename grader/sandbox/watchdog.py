@@ -85,9 +85,8 @@ def common_rlimits(limits: Limits) -> list[tuple[int, tuple[int, int]]]:
 
 # Processes (not threads) a run may hold at this level: a notebook runs 3-5 (bubblewrap,
 # the runner, the kernel, a subprocess), so a fork bomb is stopped here long before the
-# task limit (tests/test_cgroups.py: 64 processes in 0.4 s). It did not cure what the
-# guest of make test-hosts showed (a fork bomb there still ran its cell's 150 s and
-# starved the sandbox beside it): that is open, docs/isolation.md.
+# task limit (tests/test_cgroups.py: 64 processes in 0.4 s; in the guest of make
+# test-hosts, "stopped at 138 processes", with NICE and the counting thread).
 MAX_PROCESSES = 64
 
 
