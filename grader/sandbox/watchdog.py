@@ -213,6 +213,22 @@ def folder_bytes(path: Path) -> int:
     return total
 
 
+def _kill_each(targets: dict[int, int | None]) -> int:
+    """SIGKILL each pid (with its start time where known); how many were alive. Gone, a
+    zombie, or a pid that now names another process is left alone."""
+    alive = 0
+    for pid, start in targets.items():
+        now = _identity(pid)
+        if now is None or now[0] in "ZX" or (start is not None and now[1] != start):
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            alive += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return alive
+
+
 class Watchdog:
     """Samples one run's process tree and job folder; kills the tree over a limit."""
 
@@ -337,28 +353,21 @@ class Watchdog:
         In a bubblewrap sandbox, the PID namespace's end takes them all anyway."""
         if self._root is None:
             return
-        for first in (False, True):
+        for targets in (self._below_first, self._first):
             for _ in range(200):
-                if first:
-                    targets = {self._root: self._seen.get(self._root)}
-                else:
-                    targets = {pid: None for pid in tree(self._root)[1:]}
-                    targets.update(self._seen)
-                    targets.pop(self._root, None)
-                alive = 0
-                for pid, start in targets.items():
-                    now = _identity(pid)
-                    # Gone, a zombie, or the pid now names another process: leave it.
-                    if now is None or now[0] in "ZX" or (start is not None and now[1] != start):
-                        continue
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        alive += 1
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                if not alive:
+                if not _kill_each(targets()):
                     break
                 time.sleep(0.01)
+
+    def _below_first(self) -> dict[int, int | None]:
+        """Every process of the run but the first: pid -> start time where known."""
+        targets: dict[int, int | None] = {pid: None for pid in tree(self._root)[1:]}
+        targets.update(self._seen)
+        targets.pop(self._root, None)
+        return targets
+
+    def _first(self) -> dict[int, int | None]:
+        return {self._root: self._seen.get(self._root)}
 
     def stop(self) -> Stop | None:
         self._done.set()
