@@ -27,6 +27,22 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.fixture(scope="session")
+def course_kernel_env(tmp_path_factory) -> dict[str, str]:
+    """What to add to the environment of a kernel that runs the course's own notebooks (solutions,
+    variants, blank releases; never a submission): JAX's persistent compilation cache in
+    one folder for the whole session, shared by the xdist workers (the base temp's
+    parent is theirs in common). Every run of a module compiles the same lessons; with
+    the cache the first run compiles them and the others load them (08_autodiff's
+    variant run: 27.8 s cold, 15.2 s after the solution run). The in-process JAX of
+    the tests does not use it."""
+    cache = tmp_path_factory.getbasetemp().parent / "course-jax-cache"
+    cache.mkdir(exist_ok=True)
+    return {"JAX_COMPILATION_CACHE_DIR": str(cache),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
 # ---------------------------------------------------------------- system packages
 # A fresh clone needs only python3.12 and make. Tests that need a system package
 # skip with one line naming it ("needs PACKAGE: what to do"), and the run ends with

@@ -72,7 +72,7 @@ def test_scaffold(module):
 
 
 @pytest.fixture(scope="module")
-def validated(request, tmp_path_factory):
+def validated(request, tmp_path_factory, course_kernel_env):
     """nbgrader's Validator (the Validate button) on the source and the release notebook."""
     from nbgrader.validator import Validator
 
@@ -84,9 +84,13 @@ def validated(request, tmp_path_factory):
     shutil.copytree(REPO / "release" / module, folder)
     name = notebook_path(module).name
     # One run: `nbgrader validate --invert` reports from the same execution what plain
-    # validate does (the cells that passed), so every cell failing here is both.
-    return {"module": module,
-            "release": Validator().validate(str(folder / name)),
+    # validate does (the cells that passed), so every cell failing here is both. Its
+    # kernel inherits this process's environment: the session's compilation cache.
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in course_kernel_env.items():
+            env.setenv(key, value)
+        release = Validator().validate(str(folder / name))
+    return {"module": module, "release": release,
             "tests": len(grade_cell_points(nbformat.read(notebook_path(module), as_version=4)))}
 
 
