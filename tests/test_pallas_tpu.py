@@ -330,9 +330,11 @@ def _record_lowered_kernels(out_path: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def module_10(tmp_path_factory):
+def module_10(tmp_path_factory, course_kernel_env):
     out = tmp_path_factory.mktemp("pallas_tpu") / "kernels.json"
-    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)}
+    # The session's compilation cache: a hit skips XLA's compilation, not the lowering
+    # that the hook records.
+    env = {**os.environ, **course_kernel_env, "MPLBACKEND": "Agg", "PYTHONPATH": str(REPO)}
     code = (f"from tests.test_pallas_tpu import _record_lowered_kernels; "
             f"_record_lowered_kernels({str(out)!r})")
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
