@@ -29,14 +29,16 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def course_kernel_env(tmp_path_factory) -> dict[str, str]:
-    """What to add to the environment of a kernel that runs the course's own notebooks (solutions,
-    variants, blank releases; never a submission): JAX's persistent compilation cache in
-    one folder for the whole session, shared by the xdist workers (the base temp's
-    parent is theirs in common). Every run of a module compiles the same lessons; with
-    the cache the first run compiles them and the others load them (08_autodiff's
-    variant run: 27.8 s cold, 15.2 s after the solution run). The in-process JAX of
-    the tests does not use it."""
-    cache = tmp_path_factory.getbasetemp().parent / "course-jax-cache"
+    """What to add to the environment of a kernel that runs the course's own notebooks
+    (solutions, variants, blank releases; never a submission): JAX's persistent
+    compilation cache in one folder for the whole session, shared by the xdist workers.
+    Every run of a module compiles the same lessons; with the cache the first run
+    compiles them and the others load them (08_autodiff's variant run: 27.8 s cold,
+    15.2 s after the solution run). The in-process JAX of the tests does not use it."""
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base temp is a folder of the session's; without it the
+    # parent is pytest's folder of every session, which nothing cleans.
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "course-jax-cache"
     cache.mkdir(exist_ok=True)
     return {"JAX_COMPILATION_CACHE_DIR": str(cache),
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
