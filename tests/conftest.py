@@ -40,9 +40,9 @@ def course_kernel_env(tmp_path_factory) -> dict[str, str]:
     # parent is pytest's folder of every session, which nothing cleans.
     cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "course-jax-cache"
     cache.mkdir(exist_ok=True)
-    return {"JAX_COMPILATION_CACHE_DIR": str(cache),
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    from grader.sandbox.bwrap import compilation_cache_env
+
+    return compilation_cache_env(cache)
 
 
 # ---------------------------------------------------------------- system packages

@@ -111,6 +111,14 @@ def command(job: Path, cache: Path | None = None, cache_writable: bool = False) 
     return cmd
 
 
+def compilation_cache_env(cache: Path) -> dict[str, str]:
+    """The environment that points a JAX process at the persistent compilation cache
+    ``cache`` and caches every program, however small or quick to compile."""
+    return {"JAX_COMPILATION_CACHE_DIR": str(cache),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
 def environment(job: Path, cache: Path | None = None) -> dict[str, str]:
     venv_bin = str(Path(sys.prefix) / "bin")
     env = {
@@ -134,9 +142,7 @@ def environment(job: Path, cache: Path | None = None) -> dict[str, str]:
     if cache is not None:
         # JAX's persistent compilation cache, filled by the reference run: the
         # notebook's own cells compile the same programs for every submission.
-        env.update(JAX_COMPILATION_CACHE_DIR=str(cache),
-                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+        env.update(compilation_cache_env(cache))
     for key in ("JAX_NUM_CPU_DEVICES",):
         if os.environ.get(key):
             env[key] = os.environ[key]
