@@ -171,3 +171,98 @@ def test_work_in_a_function_jitted_from_a_lambda_is_followed():
     assert '@"<lambda>"' in text
     assert region_work(text)["loop"] == {"regions": 1, "inside": 4, "outside": 0}
     assert_uses_primitive(loop, (1.0,), "scan")  # fori_loop with static bounds
+
+
+# Padding (issue 36): the counts alone are fooled by a loop body that holds many
+# operations whose results do not matter. The judge perturbs each operation's results
+# inside the loop and runs the program (autograder.programs.region_liveness): the
+# padding changes nothing, so it is not work.
+def _junk(c):  # more operations than the masked steps outside the loop
+    for _ in range(50):
+        c = jnp.cos(c) * 1.5 + jnp.exp(-c * c)
+    return c
+
+
+def _masked_steps(a, tol=1e-6):
+    x = jnp.maximum(a, 1.0)
+    for _ in range(30):
+        x = jnp.where(jnp.abs(x * x - a) > tol * a, (x + a / x) / 2, x)
+    return x
+
+
+def _newton_times_zero(a, tol=1e-6):  # the padding multiplied by zero
+    return lax.while_loop(lambda c: c < 0, lambda c: c + _junk(c) * 0.0, _masked_steps(a, tol))
+
+
+def _newton_selected_away(a, tol=1e-6):  # two steps that select the padding away
+    x = _masked_steps(a, tol)
+    return lax.fori_loop(0, 2, lambda i, c: jnp.where(i > 100, _junk(c), c), x)
+
+
+def _newton_cancelled(a, tol=1e-6):  # the padding added and taken away again
+    return lax.fori_loop(0, 2, lambda i, c: (c + _junk(c)) - _junk(c) * 1.0 + 0.0 * i,
+                         _masked_steps(a, tol))
+
+
+def _newton_jitted_padding(a, tol=1e-6):  # the padding in a jitted function, called once
+    junk = jax.jit(_junk)
+    return lax.while_loop(lambda c: jnp.abs(junk(c)) < -1.0, lambda c: c + junk(c) * 0.0,
+                          _masked_steps(a, tol))
+
+
+@pytest.mark.parametrize("fn,primitive", [
+    (_newton_times_zero, "while"), (_newton_selected_away, "scan"), (_newton_cancelled, "scan"),
+    (_newton_jitted_padding, "while")])
+def test_a_loop_padded_with_work_that_changes_nothing_fails(fn, primitive):
+    a = jnp.float32(2.0)
+    assert jnp.allclose(fn(a), jnp.sqrt(a))  # the right values
+    work = region_work(jax.jit(fn).lower(a).as_text())["loop"]
+    assert work["outside"] <= work["inside"], work  # the counts alone would pass
+    with pytest.raises(CheckFailure, match="is not inside its loop body") as err:
+        assert_uses_primitive(fn, (a,), primitive)
+    assert "change nothing" in str(err.value)
+
+
+def _newton_counted(a, tol=1e-6):  # a step counter and a normalised, rescaled carry
+    def body(c):
+        x, n = c
+        return (x + a / x) / 2, n + 1
+    return lax.while_loop(lambda c: (jnp.abs(c[0] * c[0] - a) > tol * a) & (c[1] < 50),
+                          body, (jnp.maximum(a, 1.0), 0))[0]
+
+
+def _softmax_steps(x):  # a shift-invariant consumer (softmax) inside the loop
+    x = x * 2.0 - 1.0
+    def body(i, c):
+        e = jnp.exp(c - c.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True) + jnp.sin(c) * 0.1
+    return lax.fori_loop(0, 4, body, x)
+
+
+def _count_down(x):  # a loop on `i != 0` with an integer counter
+    def body(c):
+        i, v = c
+        return i - 1, jnp.tanh(v @ v.T) + v
+    return lax.while_loop(lambda c: c[0] != 0, body, (jnp.int32(5), x * 0.5 + 0.1))[1]
+
+
+def _branch_in_loop(x):  # a cond inside the body, a jitted step
+    step = jax.jit(lambda v: jnp.sin(v) * 0.9)
+    def body(i, c):
+        return lax.cond(i % 2 == 0, step, lambda v: jnp.cos(v) * 0.8, c)
+    return lax.fori_loop(0, 6, body, x * 3.0 + 1.0)
+
+
+@pytest.mark.parametrize("fn,args,primitive", [
+    (_newton, (jnp.float32(2.0),), "while"), (_newton_counted, (jnp.float32(3.0),), "while"),
+    (_softmax_steps, (jnp.linspace(-1, 1, 12).reshape(3, 4),), "scan"),
+    (_count_down, (jnp.linspace(-1, 1, 16).reshape(4, 4),), "while"),
+    (_branch_in_loop, (jnp.linspace(-1, 1, 5),), "scan"),
+])
+def test_loops_whose_work_matters_pass_the_perturbation(fn, args, primitive):
+    from autograder.programs.region_liveness import region_liveness
+
+    exported = jax.export.export(jax.jit(fn))(*args)
+    live = region_liveness(exported, args, {}, exported.call(*args), ["loop"])["loop"]
+    assert live["verdict"] == "live" and live["live"] >= live["outside"] > 0, live
+    assert_uses_primitive(fn, args, primitive)

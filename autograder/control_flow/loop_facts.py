@@ -198,8 +198,9 @@ def assert_compiled_as_loop(fn: Callable, args: Sequence, *, body_op: str,
         bound2, dyn2, _ = _bind_static(fn, longer, static_argnums)
         calls.append((bound2, as_arrays(dyn2), None))
     observe, expect = program_sides(lambda: programs_of(*calls))
+    # The judge perturbs the first program's loop body: is its work alive?
     run(Check("loop_program", label, observe=observe, expect=expect, observe_as="artifact",
-              expect_as="artifact", params=teach))
+              expect_as="artifact", params=dict(teach, liveness=True)))
 
 
 @explainer("loop_in_jaxpr", errors=True)

@@ -19,7 +19,8 @@ those read from its text alone are computed in :mod:`autograder.programs.text`):
 ``stablehlo.while``, None where the loop stops on a computed condition), ``dots``
 (``[lhs, rhs, result]`` element types of each ``dot_general``),
 ``manual_ops`` (op counts inside ``jax.shard_map`` bodies), ``largest_array`` (the
-largest tensor type and its element count), with ``pallas_facts=True``
+largest tensor type and its element count), with ``liveness=True`` (first program only)
+``region_live`` (:mod:`autograder.programs.region_liveness`), with ``pallas_facts=True``
 ``pallas`` (the Pallas kernels: :func:`autograder.programs.pallas_kernels.collect_kernel_facts`),
 and with ``compile=True``
 the optimized HLO's ``collectives`` (classes present, :data:`COLLECTIVES`), ``hlo_ops``
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from autograder.core import check as _check, wire as _wire
+from autograder.programs.region_liveness import liveness_facts
 from autograder.programs.text import (ALLOWED_CUSTOM_CALLS, ALLOWED_DIALECTS,  # noqa: F401
                                       COLLECTIVES, REFUSED_OPS, collective_bytes,
                                       collective_classes, collective_counts, static_facts)
@@ -231,7 +233,8 @@ def _mesh_of(exported, text: str, devices: list):
 
 
 def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool = False,
-               run: bool = True, pallas: bool = False) -> tuple[dict, _wire.Observation | None]:
+               run: bool = True, pallas: bool = False,
+               liveness: bool = False) -> tuple[dict, _wire.Observation | None]:
     """``(facts, outputs)`` of one serialized program; runs nothing refused."""
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
@@ -283,6 +286,8 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             # plain function's (exported on leaves) a list; the values tie the program
             # to the graded function, the structure is judged by the value checks.
             outputs = _wire.observe_tree(list(jax.tree.leaves(result)))
+            if liveness:
+                facts.update(liveness_facts(exported, call_args, call_kwargs, result, facts))
     return facts, outputs
 
 
@@ -307,7 +312,8 @@ def derive(obs: _wire.Observation, params: dict) -> _wire.Observation:
         try:
             f, out = derive_one(blob, inputs, compile=bool(params.get("compile")),
                                 run=bool(params.get("run", True)),
-                                pallas=bool(params.get("pallas_facts")))
+                                pallas=bool(params.get("pallas_facts")),
+                                liveness=bool(params.get("liveness")) and i == 0)
         except Exception as err:  # noqa: BLE001 - a broken program is a failed check
             f, out = {"error": f"{type(err).__name__}: {str(err)[:300]}"}, None
         facts.append(f)

@@ -27,6 +27,22 @@ REGION_OPS = {"loop": frozenset({"stablehlo.while"}), "branch": frozenset({"stab
                                                                           "stablehlo.if"})}
 
 
+def new_counts() -> dict[str, dict[str, int]]:
+    return {kind: {"regions": 0, "inside": 0, "outside": 0} for kind in REGION_OPS}
+
+
+def tally(counts: dict, name: str, enclosing: frozenset) -> frozenset:
+    """Counts one operation named ``name`` inside the regions of the kinds
+    ``enclosing``; returns the kinds whose regions it opens (a loop, a branch)."""
+    own = frozenset(k for k, kinds in REGION_OPS.items() if name in kinds)
+    for kind, c in counts.items():
+        if kind in own:
+            c["regions"] += 1
+        elif name not in LAYOUT:
+            c["inside" if kind in enclosing else "outside"] += 1
+    return own
+
+
 def region_work(text: str) -> dict[str, dict[str, int]]:
     """For each kind of region op (``"loop"``, ``"branch"``): ``{"regions": n, "inside":
     k, "outside": m}``, how many such ops the program holds, and how many computing
@@ -46,16 +62,11 @@ def region_work(text: str) -> dict[str, dict[str, int]]:
     {'regions': 1, 'inside': 3, 'outside': 18}
     """
     funcs = parse_module(text)
-    counts = {kind: {"regions": 0, "inside": 0, "outside": 0} for kind in REGION_OPS}
+    counts = new_counts()
 
     def walk(ops: list[Op], enclosing: frozenset) -> None:
         for op in ops:
-            own = frozenset(k for k, kinds in REGION_OPS.items() if op.kind in kinds)
-            for kind, c in counts.items():
-                if kind in own:
-                    c["regions"] += 1
-                elif op.kind not in LAYOUT:
-                    c["inside" if kind in enclosing else "outside"] += 1
+            own = tally(counts, op.kind, enclosing)
             if op.kind == "func.call" and op.callee in funcs:
                 # A function called twice is counted twice: an unrolled loop of calls
                 # is as much work as the calls it makes.
@@ -71,7 +82,10 @@ def region_work(text: str) -> dict[str, dict[str, int]]:
 def explain_region_work(facts: dict, region: str, *, label: str, section: str | None = None,
                         hint: str | None = None, fix: str | None = None) -> str | None:
     """The verdict on where the work lies (``facts``: a program's ``region_work``): at
-    least as many computing operations inside the loops (branches) as outside them.
+    least as many computing operations inside the loops (branches) as outside them,
+    and, where the judge ran the program perturbed (``region_live``, from
+    :mod:`autograder.programs.region_liveness`), at least as many inside that change
+    its result: padding that changes nothing is not work.
 
     A real answer's setup outside its loop is small beside the step inside it (the
     course's answers: 0-6 operations outside, 10-210 inside); a loop that does nothing
@@ -84,9 +98,22 @@ def explain_region_work(facts: dict, region: str, *, label: str, section: str | 
     if not isinstance(work, dict) or not work.get("regions"):
         return None  # no region at all: the presence checks say so
     inside, outside = int(work.get("inside", 0)), int(work.get("outside", 0))
-    if outside <= inside:
-        return None
     where = "loop body" if region == "loop" else "branches"
+    if outside <= inside:
+        live = (facts.get("region_live") or {}).get(region) or {}
+        if live.get("verdict") != "dead":
+            return None
+        return format_failure(
+            f"the work of {label} is not inside its {where}",
+            expected=f"most of the work inside the {where}, and that work changes the result",
+            got=f"{live.get('outside', outside)} computing operation(s) outside; inside, "
+                f"{live.get('inside', inside)}, of which at least {live.get('dead', 0)} change "
+                "nothing (the grader perturbed each one's results and ran the program: the "
+                "outputs stayed the same)",
+            cause=hint or ("operations that do not matter (multiplied by zero, selected "
+                           "away, cancelled) beside the real step written out of the loop"),
+            fix=fix or f"move the step itself into the {where}",
+            section=section)
     return format_failure(
         f"the work of {label} is not inside its {where}",
         expected=f"most computing operations inside the {where} (what the exercise teaches "

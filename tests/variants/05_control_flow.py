@@ -649,5 +649,55 @@ _DEAD_STRUCTURE = [
      "    x, _ = lax.scan(lambda c, _: (c * 1.0, None), x, None, length=2)\n"
      "    return x, steps\n"),
 ]
+# Padding (issue 36): the same dead structure, but the loop body is padded with more
+# operations than the steps outside, whose results change nothing (multiplied by zero,
+# selected away): the counts alone passed it; the judge's perturbation runs do not.
+_DEAD_STRUCTURE += [
+    ('05_control_flow_newton_sqrt',
+     'fixed masked Newton steps written out in Python, beside a while_loop padded with '
+     'work multiplied by zero: more operations inside the loop than outside, none of '
+     'them changing the result',
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def newton_sqrt(a, tol=1e-6, max_steps=50):\n"
+     "    x, steps = jnp.maximum(a, 1.0), 0\n"
+     "    for _ in range(60):\n"
+     "        go = (jnp.abs(x * x - a) > tol * a) & (steps < max_steps)\n"
+     "        x = jnp.where(go, (x + a / x) / 2, x)\n"
+     "        steps = steps + go.astype(jnp.int32)\n"
+     "\n"
+     "    def pad(c):\n"
+     "        j = c\n"
+     "        for _ in range(200):\n"
+     "            j = jnp.cos(j) * 1.5 + jnp.exp(-j * j)\n"
+     "        return c + j * 0.0\n"
+     "\n"
+     "    x = lax.while_loop(lambda c: c[1] < 1, lambda c: (pad(c[0]), c[1] + 1), (x, 0))[0]\n"
+     "    return x, steps\n"),
+    ('05_control_flow_fixed_point',
+     'the masked steps unrolled in Python, beside a two-step scan whose body selects its '
+     'padding away: more operations inside the scan than outside, none of them changing '
+     'the result',
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def fixed_point(f, a, x0, tol=1e-6, max_steps=100):\n"
+     "    x = jnp.asarray(x0)\n"
+     "    steps = jnp.zeros(x.shape, jnp.int32)\n"
+     "    for _ in range(max_steps):\n"
+     "        new = f(a, x)\n"
+     "        active = jnp.abs(new - x) > tol\n"
+     "        x, steps = jnp.where(active, new, x), steps + active.astype(jnp.int32)\n"
+     "\n"
+     "    def body(c, i):\n"
+     "        j = c\n"
+     "        for _ in range(400):\n"
+     "            j = jnp.cos(j) * 1.5 + jnp.exp(-j * j)\n"
+     "        return jnp.where(i > 1000, j, c), None\n"
+     "\n"
+     "    x, _ = lax.scan(body, x, jnp.arange(2))\n"
+     "    return x, steps\n"),
+]
 for _gid, _why, _code in _DEAD_STRUCTURE:
     VARIANTS[_gid]["wrong"].append((_why, _code))
