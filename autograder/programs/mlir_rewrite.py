@@ -89,8 +89,10 @@ def _mapped(mapping: list, value):
 
 
 def perturb(value, on, scale: float, shift: float, created: list):
-    """``select(on, value + p(value), value)`` for a tensor value, or None when its
-    element type is not one the perturbation knows."""
+    """``select(on, value * scale + shift, value)`` for a float tensor (its real part for
+    a complex one), ``value + 1`` for integers, ``not value`` for booleans; None for a
+    type the perturbation does not know. Every operation made is appended to
+    ``created`` (their uses of ``value`` are not to be replaced)."""
     from jax._src.lib.mlir import ir
     from jax._src.lib.mlir.dialects import hlo
 
@@ -161,7 +163,8 @@ def thread_fuel(main) -> None:
     fuel_type = ir.RankedTensorType.get([], i32)
 
     def const(value: int):
-        return hlo.constant(ir.DenseElementsAttr.get_splat(fuel_type, ir.IntegerAttr.get(i32, value)))
+        return hlo.constant(ir.DenseElementsAttr.get_splat(fuel_type,
+                                                           ir.IntegerAttr.get(i32, value)))
 
     def move_block(old_block, new_block):
         for arg, new_arg in zip(old_block.arguments, new_block.arguments):
@@ -182,8 +185,9 @@ def thread_fuel(main) -> None:
             if op.name == "stablehlo.while":
                 n = len(op.results)
                 types = [r.type for r in op.results] + [fuel_type]
-                new = hlo.WhileOp(types, list(op.operands) + [fuel], ip=ir.InsertionPoint(op)).operation
-                for old_region, region in zip(op.regions, new.regions):
+                new = hlo.WhileOp(types, list(op.operands) + [fuel],
+                                  ip=ir.InsertionPoint(op)).operation
+                for which, (old_region, region) in enumerate(zip(op.regions, new.regions)):
                     old_block = old_region.blocks[0]
                     new_block = region.blocks.append(*types)
                     move_block(old_block, new_block)
@@ -191,7 +195,7 @@ def thread_fuel(main) -> None:
                     after = thread(new_block, arg)
                     terminator = operations(new_block)[-1]
                     with ir.InsertionPoint(terminator):
-                        if old_region == op.regions[0] or region == new.regions[0]:
+                        if which == 0:  # the condition: and the budget is not spent
                             left = hlo.compare(arg, const(0), hlo.ComparisonDirectionAttr.get("GT"))
                             outs = [hlo.and_(terminator.operands[0], left)]
                         else:
@@ -221,8 +225,8 @@ def thread_fuel(main) -> None:
     fuel = thread(entry, _add_argument(main, fuel_type))
     terminator = operations(entry)[-1]
     with ir.InsertionPoint(terminator):
-        ret = terminator.operation.name
-        (hlo.ReturnOp if ret == "stablehlo.return" else _func_return)(list(terminator.operands) + [fuel])
+        make = hlo.ReturnOp if terminator.name == "stablehlo.return" else _func_return
+        make(list(terminator.operands) + [fuel])
     terminator.erase()
     signature = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
     main.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
