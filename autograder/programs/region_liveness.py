@@ -51,9 +51,10 @@ from autograder.programs.region_work import LAYOUT, REGION_OPS, new_counts, tall
 # of other operations (a reduction's combiner, a sort's comparator) belong to their
 # owner: perturbing the owner's results perturbs them.
 _CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
-# The wall-clock budget of the runs of one program; past it the verdict is "undecided"
-# and the counts alone judge (a program slow enough to reach it is slow for its value
-# checks too).
+# The seconds of perturbed runs one program may take (its compilations are not
+# counted: a padded program is slow to compile, and that must not save it); past them
+# the verdict is "undecided" and the counts alone judge (a program whose runs take that
+# long is slow for its value checks too).
 TIME_BUDGET = 30.0
 # Changes within rounding of the output are not changes (see :func:`changed`); a live
 # operation's perturbation (a quarter of its value and more) moves the output far more.
@@ -245,7 +246,7 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
     their live share (``"sampled": [live draws, draws]``): ``"dead"`` when even the
     upper bound leaves the live work below ``m``, ``"live"`` when the lower bound
     reaches it, else ``"undecided"`` (the counts alone judge). Past ``time_budget``
-    seconds of runs: ``"undecided"``. A program that cannot be instrumented gets
+    seconds of perturbed runs (compilations not counted): ``"undecided"``. A program that cannot be instrumented gets
     ``{"skipped": reason}``.
     """
     from jax._src.interpreters import mlir as jmlir
@@ -322,9 +323,8 @@ class _Tester:
     def __init__(self, exported, call_args, call_kwargs, original, units, budget):
         self.args = (exported, call_args, call_kwargs)
         self.original, self.units = original, units
-        self.deadline = None
-        self.budget = budget
-        self.runs, self.drift = 0, False
+        self.budget = budget  # seconds of perturbed runs (compilations are not counted)
+        self.runs, self.drift, self.spent = 0, False, 0.0
 
     def test(self, window: list[int], stop=lambda live, dead: False) -> dict[int, bool]:
         """``{unit: live}`` for the units of ``window`` (in order), galloping: after a
@@ -343,20 +343,21 @@ class _Tester:
         self.drift = self.drift or not _close(self.original, baseline)
         # A perturbed run may take twice the iterations the program took, and some more.
         fuel = min(2 * (int(UNLIMITED) - left) + 100, int(UNLIMITED))
-        if self.deadline is None:
-            self.deadline = time.monotonic() + self.budget  # compilation is not counted
         known: dict[int, bool] = {}
         live = dead = 0
         i, size = 0, 1
         while i < len(window) and not stop(live, dead):
-            if time.monotonic() > self.deadline:
+            if self.spent > self.budget:
                 raise _OutOfTime
             group = list(range(i, min(i + size, len(window))))
             switches = np.zeros_like(probe.off)
             switches[group] = 1.0
             self.runs += 1
             weight = sum(self.units[window[g]].weight for g in group)
-            if not changed(baseline, probe.run(switches, fuel)[0]):
+            started = time.monotonic()
+            outputs = probe.run(switches, fuel)[0]
+            self.spent += time.monotonic() - started
+            if not changed(baseline, outputs):
                 known.update((window[g], False) for g in group)
                 dead += weight
                 i += len(group)
