@@ -268,3 +268,38 @@ def test_loops_whose_work_matters_pass_the_perturbation(fn, args, primitive):
     live = region_liveness(exported, args, {}, exported.call(*args), ["loop"])["loop"]
     assert live["verdict"] == "live" and live["live"] >= live["outside"] > 0, live
     assert_uses_primitive(fn, args, primitive)
+
+
+def test_the_iteration_budget_ends_a_loop_that_would_not_end():
+    # 2**31 steps before the counter wraps: the budget stops it after 100.
+    from autograder.programs.region_liveness import _Instrumented
+
+    def endless(x):
+        return lax.while_loop(lambda c: c[0] >= 0, lambda c: (c[0] + 1, c[1] * 0.5),
+                              (jnp.int32(0), x))
+
+    exported = jax.export.export(jax.jit(endless))(jnp.float32(1.0))
+    probe = _Instrumented(exported, (jnp.float32(1.0),), {}, [])
+    (count, _), left = probe.run(fuel=100)
+    assert int(count) == 100 and left == 0
+
+
+def test_calls_are_inlined_once_per_call_site():
+    # A jitted helper called twice is two copies after the rewrite: perturbing one
+    # copy (inside the loop) leaves the other (outside) alone.
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib.mlir import ir
+
+    from autograder.programs.mlir_rewrite import prepare, walk_ops
+
+    step = jax.jit(lambda v: jnp.sin(v) * 2.0)
+
+    def twice(x):
+        return lax.fori_loop(0, 3, lambda i, c: step(c), step(x))
+
+    text = jax.export.export(jax.jit(twice))(jnp.float32(0.5)).mlir_module()
+    assert "func.call" in text  # JAX keeps at least one call to the helper
+    with jmlir.make_ir_context(), ir.Location.unknown():
+        _, main = prepare(text)
+        names = [op.name for op in walk_ops(main, [])]
+    assert "func.call" not in names and names.count("stablehlo.sine") == 2
