@@ -88,6 +88,19 @@ def _mapped(mapping: list, value):
     return value
 
 
+def _known(type_) -> bool:
+    """Whether :func:`perturb` knows how to change a value of this type."""
+    from jax._src.lib.mlir import ir
+
+    return isinstance(type_, ir.RankedTensorType) and isinstance(
+        type_.element_type, (ir.FloatType, ir.ComplexType, ir.IntegerType))
+
+
+def perturbable(op) -> bool:
+    """Whether any of the operation's results has a type :func:`perturb` knows."""
+    return any(_known(result.type) for result in op.results)
+
+
 def perturb(value, on, scale: float, shift: float, created: list):
     """``select(on, value * scale + shift, value)`` for a float tensor (its real part for
     a complex one), ``value + 1`` for integers, ``not value`` for booleans; None for a
@@ -100,7 +113,7 @@ def perturb(value, on, scale: float, shift: float, created: list):
         created.append(v.owner.operation if hasattr(v.owner, "operation") else v.owner)
         return v
 
-    if not isinstance(value.type, ir.RankedTensorType):
+    if not _known(value.type):
         return None
     t = value.type
     et = t.element_type
@@ -126,10 +139,8 @@ def perturb(value, on, scale: float, shift: float, created: list):
         changed = keep(hlo.complex(floats(re, part), im))
     elif isinstance(et, ir.IntegerType) and et.width == 1:
         changed = keep(hlo.not_(value))
-    elif isinstance(et, ir.IntegerType):
-        changed = keep(hlo.add(value, splat(et, 1)))
     else:
-        return None
+        changed = keep(hlo.add(value, splat(et, 1)))
     return keep(hlo.select(on, changed, value))
 
 

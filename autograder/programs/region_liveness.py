@@ -42,8 +42,8 @@ import time
 
 import numpy as np
 
-from autograder.programs.mlir_rewrite import (UNIT, instrument, operations, prepare,
-                                              thread_fuel, walk_ops)
+from autograder.programs.mlir_rewrite import (UNIT, instrument, operations, perturbable,
+                                              prepare, thread_fuel, walk_ops)
 from autograder.programs.region_work import LAYOUT, REGION_OPS, new_counts, tally
 
 # Regions that XLA runs as control flow, whose bodies may read a value defined outside
@@ -83,12 +83,9 @@ def units_of(main) -> tuple[list[_Unit], dict[str, dict[str, int]]]:
     units: list[_Unit] = []
     counts = new_counts()
 
-    def count(op, enclosing: frozenset) -> frozenset:
-        return tally(counts, op.name, enclosing)
-
     def walk(ops, enclosing: frozenset) -> None:
         for op in ops:
-            own = count(op, enclosing)
+            own = tally(counts, op.name, enclosing)
             if op.name in _CONTROL_FLOW:
                 if enclosing and op.name not in LAYOUT:
                     units.append(_Unit(op, 1, enclosing - own))
@@ -97,7 +94,7 @@ def units_of(main) -> tuple[list[_Unit], dict[str, dict[str, int]]]:
                         walk(operations(block), enclosing | own)
                 continue
             for nested in walk_ops(op, []):  # a reduction's body: counted, not a unit
-                count(nested, enclosing)
+                tally(counts, nested.name, enclosing)
             if enclosing and op.name not in LAYOUT and op.name not in (
                     "stablehlo.return", "func.return"):
                 units.append(_Unit(op, _weight(op), enclosing))
@@ -265,7 +262,7 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
         if any(op.name == "stablehlo.if" for op in walk_ops(main, [])):
             return skipped("stablehlo.if")
         units, counts = units_of(main)
-        units = [dataclasses.replace(u, op=None, perturbable=_perturbable(u.op)) for u in units]
+        units = [dataclasses.replace(u, op=None, perturbable=perturbable(u.op)) for u in units]
         del module, main
     original = _leaves(outputs)
     result = {}
@@ -372,18 +369,6 @@ class _Tester:
             else:
                 size = 1
         return known
-
-
-def _perturbable(op) -> bool:
-    """Whether any of the operation's results has a type the perturbation knows."""
-    from jax._src.lib.mlir import ir
-
-    for result in op.results:
-        t = result.type
-        if isinstance(t, ir.RankedTensorType) and isinstance(
-                t.element_type, (ir.FloatType, ir.ComplexType, ir.IntegerType)):
-            return True
-    return False
 
 
 def liveness_facts(exported, call_args, call_kwargs, result, facts: dict) -> dict:
