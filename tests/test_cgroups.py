@@ -421,7 +421,9 @@ def test_watchdog_stops_a_bomb(code, kind, tmp_path):
     limit = {"memory": limits.memory_mb, "tasks": limits.tasks,
              "processes": watchdog.MAX_PROCESSES}[kind]
     assert limit < stop.peak <= limit * 1.5, stop
-    assert elapsed < 30 and dog.samples > 0
+    # Stopped in 0.1-0.5 s on the idle 2-core VM. The fork bomb took 25-40 s before
+    # kill_all froze the tree: its first process forked on while its children died.
+    assert elapsed < 10 and dog.samples > 0, (elapsed, stop)
 
 
 # As the course's fork bomb (tests/corpus), with a kernel's heap written first, but

@@ -101,7 +101,7 @@ MAX_PROCESSES = 64
 # 10 weighs 110 against the grader's 1024; between sandboxes nothing changes (all of
 # them run at it), but beside other work on the machine grading gives way.
 NICE = 10
-# Each watcher waits at least this many times as long as its last sample took.
+# Each watcher waits at least this many times the CPU time its last sample took.
 DUTY = 4
 
 
@@ -327,13 +327,16 @@ class Watchdog:
     def _watch(self, check) -> None:
         wait = interval = self.limits.watchdog_interval
         while not self._done.wait(wait):
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             stop = check()
             took = time.perf_counter() - t0
             # At most 1 / (1 + DUTY) of a core: where a sample is slow (an emulated
             # CPU), the watcher at nice 0 would otherwise take the CPU from the
-            # sandbox it watches, at nice 10.
-            wait = max(interval, DUTY * took)
+            # sandbox it watches, at nice 10. The CPU the sample used, not its wall
+            # time: on a busy machine a sample waits for a core, and waiting 4 times
+            # that long let a disk filler write 300 MiB past its limit between two
+            # samples (tests/test_unprivileged.py under make test).
+            wait = max(interval, DUTY * (time.thread_time() - cpu0))
             with self._lock:
                 self.samples += 1
                 self.sampling_s += took
@@ -350,14 +353,39 @@ class Watchdog:
         is left, then the first. The first process is a child subreaper (run.py), so the
         orphans of the processes killed come back to it and stay in the tree; killed
         first, a fork bomb's orphans left the tree and spun on (seen here, unsandboxed).
-        In a bubblewrap sandbox, the PID namespace's end takes them all anyway."""
+        In a bubblewrap sandbox, the PID namespace's end takes them all anyway.
+
+        The tree is frozen first (:meth:`_freeze`): a fork bomb's first process went on
+        forking while its children were killed, so that the killing took 200 rounds and
+        25-40 s here (tests/test_cgroups.py, a fork every 5 ms)."""
         if self._root is None:
             return
+        self._freeze()
         for targets in (self._below_first, self._first):
             for _ in range(200):
                 if not _kill_each(targets()):
                     break
                 time.sleep(0.01)
+
+    def _freeze(self) -> None:
+        """SIGSTOP the run's processes until a walk of the tree finds none it has not
+        stopped. A stopped process cannot fork (a fork under way when the signal comes
+        is restarted after it), so the tree stops growing. Only while the first process
+        is alive: its pid is then still its own, and so is every pid below it."""
+        stopped: set[int] = set()
+        for _ in range(200):
+            first = _identity(self._root)
+            if first is None or first[0] in "ZX":
+                return
+            fresh = [pid for pid in tree(self._root) if pid not in stopped]
+            if not fresh:
+                return
+            for pid in fresh:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            stopped.update(fresh)
 
     def _below_first(self) -> dict[int, int | None]:
         """Every process of the run but the first: pid -> start time where known."""
