@@ -303,3 +303,85 @@ def test_calls_are_inlined_once_per_call_site():
         _, main = prepare(text)
         names = [op.name for op in walk_ops(main, [])]
     assert "func.call" not in names and names.count("stablehlo.sine") == 2
+
+
+# Branches padded the same way: every activation computed and selected outside, and a
+# switch whose branches hold work that changes nothing. On one input a switch runs one
+# branch, so the judge forces each branch in turn (mlir_rewrite.force_cases) and
+# perturbs its operations with it taken.
+def _activations(kind, x):
+    k = jnp.clip(kind, 0, 2)
+    return jnp.select([k == 0, k == 1], [jax.nn.relu(x), jnp.tanh(x)], jax.nn.softplus(x))
+
+
+def _switch_times_zero(kind, x):
+    pad = lax.switch(kind, [lambda v: _junk(v) * 0.0, lambda v: _junk(v + 1.0) * 0.0,
+                            lambda v: _junk(v - 1.0) * 0.0], x)
+    return _activations(kind, x) + pad
+
+
+def _switch_selected_away(kind, x):
+    pad = lax.switch(kind, [_junk, lambda v: _junk(v + 1.0), jnp.sin], x)
+    return jnp.where(jnp.abs(x) < 1e30, _activations(kind, x), pad)
+
+
+def _cond_of_the_real_one_padded(kind, x):
+    # The right branch does the right thing, with the padding beside it; the real work
+    # is still the select outside.
+    pad = lax.cond(kind > 5, lambda v: jnp.tanh(v) + _junk(v) * 0.0, _junk, x)
+    return _activations(kind, x) + 0.0 * pad
+
+
+@pytest.mark.parametrize("fn", [_switch_times_zero, _switch_selected_away,
+                                _cond_of_the_real_one_padded])
+def test_a_switch_padded_with_work_that_changes_nothing_fails(fn):
+    x = jnp.linspace(-2.0, 2.0, 7)
+    for k in range(3):
+        assert jnp.allclose(fn(jnp.int32(k), x), _activations(jnp.int32(k), x))
+    work = region_work(jax.jit(fn).lower(jnp.int32(0), x).as_text())["branch"]
+    assert 0 < work["outside"] <= work["inside"], work  # the counts alone would pass
+    with pytest.raises(CheckFailure, match="is not inside its branches") as err:
+        assert_uses_primitive(fn, (jnp.int32(0), x), "cond")
+    assert "change nothing" in str(err.value)
+
+
+def _switch(kind, x):
+    return lax.switch(kind, [jax.nn.relu, jnp.tanh, jax.nn.softplus], x)
+
+
+def _nested_conds(kind, x):  # the third branch reached through a second cond
+    return lax.cond(kind <= 0, jax.nn.relu,
+                    lambda v: lax.cond(kind == 1, jnp.tanh, jax.nn.softplus, v), x)
+
+
+def _guarded_log(kind, x):
+    # The log branch runs only on positive sums; forced on these inputs it gives nan
+    # everywhere, so its operations cannot be judged there and are not held against it.
+    return lax.cond(jnp.sum(x) > 0, lambda v: jnp.log(v) * 2.0 + jnp.sqrt(v) - jnp.log1p(v),
+                    lambda v: -v - 1.0 + kind, x)
+
+
+@pytest.mark.parametrize("fn,x", [
+    (_switch, jnp.linspace(-2.0, 2.0, 7)), (_nested_conds, jnp.linspace(-2.0, 2.0, 7)),
+    (_guarded_log, -jnp.linspace(1.0, 3.0, 7))])
+def test_switches_whose_branches_matter_pass_the_perturbation(fn, x):
+    from autograder.programs.region_liveness import region_liveness
+
+    args = (jnp.int32(0), x)
+    exported = jax.export.export(jax.jit(fn))(*args)
+    live = region_liveness(exported, args, {}, exported.call(*args), ["branch"])["branch"]
+    assert live["verdict"] == "live" and live["live"] >= live["outside"] > 0, live
+    assert_uses_primitive(fn, args, "cond")
+
+
+def test_a_forced_branch_is_the_one_that_runs():
+    from autograder.programs.region_liveness import _Instrumented
+
+    x = jnp.linspace(-2.0, 2.0, 7)
+    exported = jax.export.export(jax.jit(_nested_conds))(jnp.int32(0), x)
+    probe = _Instrumented(exported, (jnp.int32(0), x), {}, [])
+    # Cases in walk order: the outer cond is case 0 (its branch 0 is the false one,
+    # holding the inner cond, case 1); kind 0 takes relu, forced ones tanh and softplus.
+    assert jnp.allclose(probe.run()[0][0], jax.nn.relu(x))
+    assert jnp.allclose(probe.run(path=((0, 0), (1, 1)))[0][0], jnp.tanh(x))
+    assert jnp.allclose(probe.run(path=((0, 0), (1, 0)))[0][0], jax.nn.softplus(x))

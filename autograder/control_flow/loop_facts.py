@@ -200,7 +200,7 @@ def assert_compiled_as_loop(fn: Callable, args: Sequence, *, body_op: str,
     observe, expect = program_sides(lambda: programs_of(*calls))
     # The judge perturbs the first program's loop body: is its work alive?
     run(Check("loop_program", label, observe=observe, expect=expect, observe_as="artifact",
-              expect_as="artifact", params=dict(teach, liveness=True)))
+              expect_as="artifact", params=dict(teach, liveness="loop")))
 
 
 @explainer("loop_in_jaxpr", errors=True)

@@ -17,9 +17,9 @@ those read from its text alone are computed in :mod:`autograder.programs.text`):
 ``in_avals``/``out_avals``, ``nr_devices``, ``custom_calls``, ``locations``,
 ``size`` (characters of StableHLO), ``while_trips`` (the trip count of each
 ``stablehlo.while``, None where the loop stops on a computed condition), ``dots``
-(``[lhs, rhs, result]`` element types of each ``dot_general``),
-``manual_ops`` (op counts inside ``jax.shard_map`` bodies), ``largest_array`` (the
-largest tensor type and its element count), with ``liveness=True`` (first program only)
+(``[lhs, rhs, result]`` element types of each ``dot_general``), ``manual_ops`` (op
+counts inside ``jax.shard_map`` bodies), ``largest_array`` (the largest tensor type and
+its element count), with ``liveness="loop"`` or ``"branch"`` (first program only)
 ``region_live`` (:mod:`autograder.programs.region_liveness`), with ``pallas_facts=True``
 ``pallas`` (the Pallas kernels: :func:`autograder.programs.pallas_kernels.collect_kernel_facts`),
 and with ``compile=True``
@@ -233,8 +233,8 @@ def _mesh_of(exported, text: str, devices: list):
 
 
 def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool = False,
-               run: bool = True, pallas: bool = False,
-               liveness: bool = False) -> tuple[dict, _wire.Observation | None]:
+               run: bool = True, pallas: bool = False, liveness: str | None = None
+               ) -> tuple[dict, _wire.Observation | None]:
     """``(facts, outputs)`` of one serialized program; runs nothing refused."""
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
@@ -286,8 +286,8 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             # plain function's (exported on leaves) a list; the values tie the program
             # to the graded function, the structure is judged by the value checks.
             outputs = _wire.observe_tree(list(jax.tree.leaves(result)))
-            if liveness:
-                facts.update(liveness_facts(exported, call_args, call_kwargs, result, facts))
+            if liveness:  # the region kind whose work the judge perturbs
+                facts |= liveness_facts(exported, call_args, call_kwargs, result, facts, liveness)
     return facts, outputs
 
 
@@ -313,7 +313,7 @@ def derive(obs: _wire.Observation, params: dict) -> _wire.Observation:
             f, out = derive_one(blob, inputs, compile=bool(params.get("compile")),
                                 run=bool(params.get("run", True)),
                                 pallas=bool(params.get("pallas_facts")),
-                                liveness=bool(params.get("liveness")) and i == 0)
+                                liveness=params.get("liveness") if i == 0 else None)
         except Exception as err:  # noqa: BLE001 - a broken program is a failed check
             f, out = {"error": f"{type(err).__name__}: {str(err)[:300]}"}, None
         facts.append(f)

@@ -128,10 +128,12 @@ def _primitive_checks(fn, args, kwargs, primitive, want, section, hint, fix) -> 
     # Tied to the reference's program by its outputs' layout, not their values: a check
     # of a function's form holds for answers that compute other values (an epoch that
     # samples its batches its own way, judged by the value checks).
-    # A loop's work is judged alive too: the judge perturbs the loop body's operations.
+    # A loop's or a switch's work is judged alive too: the judge perturbs the operations
+    # of the loop body (of each branch, forced in turn).
     run(Check("program_op", label, observe=lambda: programs_of((fn, args, kwargs)),
               observe_as="artifact", params=dict(teach, op=op, tie="layout",
-                                                 liveness=_REGION_OF.get(op) == "loop")))
+                                                 liveness=_REGION_OF.get(op)
+                                                 if want == "uses" else None)))
 
 
 @explainer("jaxpr_primitive", errors=True)

@@ -3,7 +3,8 @@
 What :mod:`autograder.programs.region_liveness` needs to ask a program which of its
 operations matter: :func:`prepare` parses it, inlines its calls to private functions
 (MLIR's own inliner does not inline into StableHLO's regions) and merges common
-subexpressions; :func:`thread_fuel` bounds every loop by one budget of iterations, a
+subexpressions; :func:`force_cases` lets the caller pick the branch of every switch;
+:func:`thread_fuel` bounds every loop by one budget of iterations, a
 new argument of ``main``; :func:`instrument` puts a switchable perturbation after each
 operation tagged for it, switched by another new argument. The rewritten program is
 serialized and compiled like any exported one. Only the judge and the tests call these:
@@ -253,7 +254,32 @@ def _func_return(values):
     return func.ReturnOp(values)
 
 
-UNIT, FUELLED = "liveness.unit", "liveness.fuel"
+UNIT, FUELLED, CASE = "liveness.unit", "liveness.fuel", "liveness.case"
+
+
+def force_cases(main) -> int:
+    """Lets the caller choose the branch of each ``stablehlo.case`` tagged
+    ``liveness.case = j``: a new last argument of ``main``, ``tensor<N x i32>``, whose
+    entry ``j``, where it is 0 or more, replaces that case's index (-1 keeps the
+    program's own). On one input a switch takes one branch; forced, each branch's
+    operations can be asked whether they change the result when that branch runs.
+    Returns ``N``, the number of cases tagged (the tags are dropped)."""
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+
+    tagged = [op for op in walk_ops(main, []) if CASE in op.attributes]
+    i32 = ir.IntegerType.get_signless(32)
+    scalar = ir.RankedTensorType.get([], i32)
+    forced = _add_argument(main, ir.RankedTensorType.get([max(len(tagged), 1)], i32))
+    for op in tagged:
+        j = ir.IntegerAttr(op.attributes[CASE]).value
+        del op.attributes[CASE]
+        with ir.InsertionPoint(op):
+            want = hlo.reshape(scalar, hlo.slice(forced, [j], [j + 1], [1]))
+            zero = hlo.constant(ir.DenseElementsAttr.get_splat(scalar, ir.IntegerAttr.get(i32, 0)))
+            on = hlo.compare(want, zero, hlo.ComparisonDirectionAttr.get("GE"))
+            op.operands[0] = hlo.select(on, want, op.operands[0])
+    return len(tagged)
 
 
 def instrument(module, n: int) -> None:

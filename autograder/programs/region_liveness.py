@@ -1,4 +1,4 @@
-"""Which operations inside a loop body change a program's result.
+"""Which operations inside a loop body or a switch's branches change a program's result.
 
 :mod:`autograder.programs.region_work` counts the computing operations inside the
 regions of the loops and branches of a program and outside them: most of the work must
@@ -23,6 +23,12 @@ How, in the judge (never in the student's process):
 - Every loop is bounded by a budget of iterations, a second new argument threaded
   through every ``while`` and ``case`` (:func:`thread_fuel`): a perturbation that stops
   a loop from ending (a negated condition, a counter that no longer moves) ends.
+- A switch runs one branch on one input: every ``case`` gets a new index, chosen by a
+  third new argument where it is set (:func:`force_cases`), and the operations of each
+  branch are tested with that branch (and the branches that lead to it) forced, against
+  a run forced the same way. A branch that, forced on these inputs, gives inf or NaN
+  where the program does not (a logarithm guarded by its switch) cannot be judged
+  there: its operations count as live (``"unjudged"``).
 - The heaviest operations are tested first (an operation with a body of its own, a
   reduction, weighs its whole body), dead groups doubling, until the live ones reach
   the count outside (``"live"``) or the dead ones leave too few (``"dead"``). Undecided
@@ -31,9 +37,10 @@ How, in the judge (never in the student's process):
 
 Left alone: the same maths written twice in different forms and cancelled (``f(c) -
 g(c)`` with ``g`` another formula for ``f``) changes the output when one side is
-perturbed, and a term scaled below the value checks' tolerance is live; branches are
-not perturbed (a switch's untaken branches are dead on any one input, so their counts
-judge them); programs for more than one device keep their counts alone.
+perturbed, and a term scaled below the value checks' tolerance is live; the operation
+that zeroes a junk term (``junk * 0.0``) is itself live (its result reaches the output,
+and shifted it changes it), so padding made of many separately zeroed terms counts one
+live operation per term; programs for more than one device keep their counts alone.
 """
 from __future__ import annotations
 
@@ -42,8 +49,9 @@ import time
 
 import numpy as np
 
-from autograder.programs.mlir_rewrite import (UNIT, instrument, operations, perturbable,
-                                              prepare, thread_fuel, walk_ops)
+from autograder.programs.mlir_rewrite import (CASE, UNIT, force_cases, instrument,
+                                              operations, perturbable, prepare, thread_fuel,
+                                              walk_ops)
 from autograder.programs.region_work import LAYOUT, REGION_OPS, new_counts, tally
 
 # Regions that XLA runs as control flow, whose bodies may read a value defined outside
@@ -70,36 +78,52 @@ class _Unit:
     weight: int         # computing operations it stands for (itself and its bodies)
     kinds: frozenset    # the region kinds ("loop", "branch") it lies inside
     perturbable: bool = True
+    # The branches that lead to it: ((case number, branch), ...) from the outside in,
+    # cases numbered in the order of a walk of the program (see force_cases).
+    path: tuple = ()
 
 
 def _weight(op) -> int:
     return (op.name not in LAYOUT) + sum(o.name not in LAYOUT for o in walk_ops(op, []))
 
 
-def units_of(main) -> tuple[list[_Unit], dict[str, dict[str, int]]]:
-    """The operations inside regions that can be perturbed, with their weights, and the
-    counts of :func:`autograder.programs.region_work.region_work` on the inlined
-    program (inside, outside per kind)."""
+def units_of(main, *, tag_cases: bool = False
+             ) -> tuple[list[_Unit], dict[str, dict[str, int]]]:
+    """The operations inside regions that can be perturbed, with their weights and the
+    branches that lead to them, and the counts of
+    :func:`autograder.programs.region_work.region_work` on the inlined program (inside,
+    outside per kind). ``tag_cases``: each ``stablehlo.case`` gets its number, for
+    :func:`autograder.programs.mlir_rewrite.force_cases`."""
+    from jax._src.lib.mlir import ir
+
     units: list[_Unit] = []
     counts = new_counts()
+    cases = [0]
 
-    def walk(ops, enclosing: frozenset) -> None:
+    def walk(ops, enclosing: frozenset, path: tuple) -> None:
         for op in ops:
             own = tally(counts, op.name, enclosing)
             if op.name in _CONTROL_FLOW:
                 if enclosing and op.name not in LAYOUT:
-                    units.append(_Unit(op, 1, enclosing - own))
-                for region in op.regions:
+                    units.append(_Unit(op, 1, enclosing - own, path=path))
+                number = None
+                if op.name == "stablehlo.case":
+                    number, cases[0] = cases[0], cases[0] + 1
+                    if tag_cases:
+                        op.attributes[CASE] = ir.IntegerAttr.get(
+                            ir.IntegerType.get_signless(64), number)
+                for b, region in enumerate(op.regions):
+                    inner = path if number is None else path + ((number, b),)
                     for block in region.blocks:
-                        walk(operations(block), enclosing | own)
+                        walk(operations(block), enclosing | own, inner)
                 continue
             for nested in walk_ops(op, []):  # a reduction's body: counted, not a unit
                 tally(counts, nested.name, enclosing)
             if enclosing and op.name not in LAYOUT and op.name not in (
                     "stablehlo.return", "func.return"):
-                units.append(_Unit(op, _weight(op), enclosing))
+                units.append(_Unit(op, _weight(op), enclosing, path=path))
 
-    walk(operations(main.regions[0].blocks[0]), frozenset())
+    walk(operations(main.regions[0].blocks[0]), frozenset(), ())
     # A case inside a loop counts for the loop, not for the branches it holds.
     units = [u for u in units if u.kinds]
     return units, counts
@@ -148,8 +172,9 @@ def _close(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 
 class _Instrumented:
-    """The program with the operations ``chosen`` (indices into the units) perturbable,
-    compiled: ``run(switches, fuel)`` -> (flat outputs, fuel left)."""
+    """The program with the operations ``chosen`` (indices into the units) perturbable
+    and its switches' branches choosable, compiled: ``run(switches, fuel, path)`` ->
+    (flat outputs, fuel left), ``path`` the branches to force (see :class:`_Unit`)."""
 
     def __init__(self, exported, call_args, call_kwargs, chosen: list[int]):
         import jax
@@ -159,10 +184,11 @@ class _Instrumented:
 
         with jmlir.make_ir_context(), ir.Location.unknown():
             module, main = prepare(exported.mlir_module())
-            units, _ = units_of(main)
+            units, _ = units_of(main, tag_cases=True)
             i64 = ir.IntegerType.get_signless(64)
             for position, k in enumerate(chosen):
                 units[k].op.attributes[UNIT] = ir.IntegerAttr.get(i64, position)
+            self.free = np.full(max(force_cases(main), 1), -1, np.int32)
             thread_fuel(main)
             instrument(module, len(chosen))
             if not module.operation.verify():
@@ -174,21 +200,28 @@ class _Instrumented:
         self.args = (call_args, call_kwargs)
         instrumented = dataclasses.replace(
             exported, mlir_module_serialized=blob,
-            in_tree=jax.tree.structure(((call_args, call_kwargs, UNLIMITED, self.off), {})),
+            in_tree=jax.tree.structure(((call_args, call_kwargs, self.free, UNLIMITED,
+                                         self.off), {})),
             in_avals=tuple(exported.in_avals) + (
-                scalar_i32, jax.core.ShapedArray(self.off.shape, np.float32)),
-            in_shardings_hlo=tuple(exported.in_shardings_hlo) + (None, None),
-            _in_named_shardings=tuple(exported._in_named_shardings) + (None, None),
-            module_kept_var_idx=tuple(exported.module_kept_var_idx) + (n_in, n_in + 1),
+                jax.core.ShapedArray(self.free.shape, np.int32), scalar_i32,
+                jax.core.ShapedArray(self.off.shape, np.float32)),
+            in_shardings_hlo=tuple(exported.in_shardings_hlo) + (None, None, None),
+            _in_named_shardings=tuple(exported._in_named_shardings) + (None, None, None),
+            module_kept_var_idx=tuple(exported.module_kept_var_idx) + (
+                n_in, n_in + 1, n_in + 2),
             out_tree=jax.tree.structure([0] * (n_out + 1)),
             out_avals=tuple(exported.out_avals) + (scalar_i32,),
             out_shardings_hlo=tuple(exported.out_shardings_hlo) + (None,),
             _out_named_shardings=tuple(exported._out_named_shardings) + (None,))
         self.compiled = jax.jit(instrumented.call).lower(
-            call_args, call_kwargs, UNLIMITED, self.off).compile()
+            call_args, call_kwargs, self.free, UNLIMITED, self.off).compile()
 
-    def run(self, switches=None, fuel=None):
-        *values, left = self.compiled(*self.args, np.int32(UNLIMITED if fuel is None else fuel),
+    def run(self, switches=None, fuel=None, path: tuple = ()):
+        forced = self.free.copy()
+        for case, branch in path:
+            forced[case] = branch
+        *values, left = self.compiled(*self.args, forced,
+                                      np.int32(UNLIMITED if fuel is None else fuel),
                                       self.off if switches is None else switches)
         return _leaves(values), int(left)
 
@@ -204,6 +237,11 @@ FIRST_WINDOW = 16
 # undecided (and such a program takes minutes to compile).
 SAMPLE = 256
 ALPHA = 1e-6
+# Undecided after one sample (a padding holding a few live operations, the ``* 0.0``
+# that ends each junk term, three branches of it: 1 hit in 256 bounds the live share
+# below 7.5 %, not enough against 31 operations outside), more are drawn, up to this
+# many samples in all; only operations not tested yet are compiled.
+SAMPLE_ROUNDS = 4
 
 
 def share_bounds(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
@@ -246,8 +284,8 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
     their live share (``"sampled": [live draws, draws]``): ``"dead"`` when even the
     upper bound leaves the live work below ``m``, ``"live"`` when the lower bound
     reaches it, else ``"undecided"`` (the counts alone judge). Past ``time_budget``
-    seconds of perturbed runs (compilations not counted): ``"undecided"``. A program that cannot be instrumented gets
-    ``{"skipped": reason}``.
+    seconds of perturbed runs (compilations not counted): ``"undecided"``. A program
+    that cannot be instrumented gets ``{"skipped": reason}``.
     """
     from jax._src.interpreters import mlir as jmlir
     from jax._src.lib.mlir import ir
@@ -287,20 +325,27 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
             if verdict is None and rest:
                 rng = np.random.default_rng(seed)
                 weights = np.array([units[k].weight for k in rest], np.float64)
-                draws = rng.choice(len(rest), size=SAMPLE, p=weights / weights.sum())
-                sample = [rest[i] for i in sorted(set(draws.tolist()))]
-                found = tester.test(sample)
-                hits = sum(bool(found[rest[i]]) for i in draws)
-                shown = sum(units[k].weight for k in sample if found[k])
-                dead += sum(units[k].weight for k in sample if not found[k])
-                low, high = share_bounds(hits, SAMPLE)
-                entry["sampled"] = [hits, SAMPLE]
-                # The live work of the rest lies within [low, high] of its weight (the
-                # sampled operations shown live are a floor too).
-                if live + high * weights.sum() < outside:
-                    verdict = "dead"
-                elif live + max(low * weights.sum(), shown) >= outside:
-                    verdict = "live"
+                found: dict[int, bool] = {}
+                hits = drawn = 0
+                for _ in range(SAMPLE_ROUNDS):
+                    draws = rng.choice(len(rest), size=SAMPLE, p=weights / weights.sum())
+                    found.update(tester.test([rest[i] for i in sorted(set(draws.tolist()))
+                                              if rest[i] not in found]))
+                    hits += sum(bool(found[rest[i]]) for i in draws)
+                    drawn += SAMPLE
+                    shown = sum(units[k].weight for k in found if found[k])
+                    # The live work of the rest lies within [low, high] of its weight
+                    # (the sampled operations shown live are a floor too); each round
+                    # is one look, so each gets its share of ALPHA.
+                    low, high = share_bounds(hits, drawn, ALPHA / SAMPLE_ROUNDS)
+                    if live + high * weights.sum() < outside:
+                        verdict = "dead"
+                    elif live + max(low * weights.sum(), shown) >= outside:
+                        verdict = "live"
+                    if verdict is not None:
+                        break
+                entry["sampled"] = [hits, drawn]
+                dead += sum(units[k].weight for k in found if not found[k])
                 live += shown
             entry["verdict"] = verdict or "undecided"
         except _OutOfTime:
@@ -309,6 +354,8 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
         entry.update(live=live, dead=dead, runs=tester.runs)
         if tester.drift:
             entry["drift"] = True
+        if tester.unjudged:
+            entry["unjudged"] = tester.unjudged
         result[kind] = entry
     return result
 
@@ -324,12 +371,14 @@ class _Tester:
         self.args = (exported, call_args, call_kwargs)
         self.original, self.units = original, units
         self.budget = budget  # seconds of perturbed runs (compilations are not counted)
-        self.runs, self.drift, self.spent = 0, False, 0.0
+        self.runs, self.drift, self.spent, self.unjudged = 0, False, 0.0, 0
 
     def test(self, window: list[int], stop=lambda live, dead: False) -> dict[int, bool]:
         """``{unit: live}`` for the units of ``window`` (in order), galloping: after a
         dead group the next is twice as large, after a live one a single unit; stops
-        early once ``stop(live weight, dead weight)``."""
+        early once ``stop(live weight, dead weight)``. The units inside a switch's
+        branch are tested with that branch forced (every switch on their path), against
+        a baseline run forced the same way."""
         if not window:
             return {}
         probe = _Instrumented(*self.args, window)
@@ -337,53 +386,81 @@ class _Tester:
         # fuses and contracts it otherwise, and a chaotic computation amplifies that):
         # perturbed runs are compared with its own run, which must repeat exactly; how
         # far it lies from the program's is recorded.
-        baseline, left = probe.run()
-        if changed(baseline, probe.run()[0]):
+        natural, left = probe.run()
+        if changed(natural, probe.run()[0]):
             raise ValueError("the program's outputs differ between two runs")
-        self.drift = self.drift or not _close(self.original, baseline)
+        self.drift = self.drift or not _close(self.original, natural)
         # A perturbed run may take twice the iterations the program took, and some more.
         fuel = min(2 * (int(UNLIMITED) - left) + 100, int(UNLIMITED))
         known: dict[int, bool] = {}
-        live = dead = 0
-        i, size = 0, 1
-        while i < len(window) and not stop(live, dead):
-            if self.spent > self.budget:
-                raise _OutOfTime
-            group = list(range(i, min(i + size, len(window))))
-            switches = np.zeros_like(probe.off)
-            switches[group] = 1.0
-            self.runs += 1
-            weight = sum(self.units[window[g]].weight for g in group)
-            started = time.monotonic()
-            outputs = probe.run(switches, fuel)[0]
-            self.spent += time.monotonic() - started
-            if not changed(baseline, outputs):
-                known.update((window[g], False) for g in group)
-                dead += weight
-                i += len(group)
-                size *= 2
-            elif len(group) == 1:
-                known[window[group[0]]] = True
-                live += weight
-                i += 1
-            else:
-                size = 1
+        weight = {k: self.units[k].weight for k in window}
+        tally = [0, 0]  # live, dead
+        for path in dict.fromkeys(self.units[k].path for k in window):
+            members = [k for k in window if self.units[k].path == path]
+            baseline = natural
+            if path:
+                baseline = probe.run(None, fuel, path)[0]
+                if changed(baseline, probe.run(None, fuel, path)[0]):
+                    raise ValueError("the program's outputs differ between two runs")
+                if not _finite_where(natural, baseline):
+                    # That branch, forced on these inputs, gives inf or nan where the
+                    # program does not (a logarithm its switch keeps from negative
+                    # numbers): nothing can be seen to change there, so its operations
+                    # are not judged, and count as live.
+                    known.update((k, True) for k in members)
+                    tally[0] += sum(weight[k] for k in members)
+                    self.unjudged += len(members)
+                    continue
+            i, size = 0, 1
+            while i < len(members) and not stop(*tally):
+                if self.spent > self.budget:
+                    raise _OutOfTime
+                group = members[i:i + size]
+                switches = np.zeros_like(probe.off)
+                switches[[window.index(k) for k in group]] = 1.0
+                self.runs += 1
+                started = time.monotonic()
+                outputs = probe.run(switches, fuel, path)[0]
+                self.spent += time.monotonic() - started
+                if not changed(baseline, outputs):
+                    known.update((k, False) for k in group)
+                    tally[1] += sum(weight[k] for k in group)
+                    i += len(group)
+                    size *= 2
+                elif len(group) == 1:
+                    known[group[0]] = True
+                    tally[0] += weight[group[0]]
+                    i += 1
+                else:
+                    size = 1
         return known
 
 
-def liveness_facts(exported, call_args, call_kwargs, result, facts: dict) -> dict:
+def _finite_where(natural: list[np.ndarray], forced: list[np.ndarray]) -> bool:
+    """Whether ``forced`` is finite wherever ``natural`` is (float outputs)."""
+    for a, b in zip(natural, forced):
+        if a.shape == b.shape and (b.dtype.kind in "fc" or b.dtype.name == "bfloat16"):
+            wide = np.complex128 if np.iscomplexobj(b) else np.float64
+            if np.any(np.isfinite(a.astype(wide)) & ~np.isfinite(b.astype(wide))):
+                return False
+    return True
+
+
+def liveness_facts(exported, call_args, call_kwargs, result, facts: dict,
+                   kind: str = "loop") -> dict:
     """``{"region_live": ...}`` for :func:`autograder.programs.artifacts.derive_one`:
-    which operations inside the program's loops change its result, where the counts
-    alone (``facts["region_work"]``) would let the loop pass (some work outside it, no
+    which operations inside the program's loops (``kind="loop"``) or switches'
+    branches (``"branch"``) change its result, where the counts alone
+    (``facts["region_work"]``) would let the region pass (some work outside it, no
     more than inside); ``{}`` elsewhere. A program that cannot be instrumented keeps its
     counts alone, with the reason."""
-    kinds = [kind for kind, work in (facts.get("region_work") or {}).items()
-             if kind == "loop" and work.get("regions")
+    kinds = [k for k, work in (facts.get("region_work") or {}).items()
+             if k == kind and work.get("regions")
              and 0 < work.get("outside", 0) <= work.get("inside", 0)]
     if not kinds:
         return {}
     try:
         return {"region_live": region_liveness(exported, call_args, call_kwargs, result, kinds)}
     except Exception as err:  # noqa: BLE001 - the counts still judge the program
-        return {"region_live": {kind: {"skipped": f"{type(err).__name__}: {str(err)[:200]}"}
-                                for kind in kinds}}
+        return {"region_live": {k: {"skipped": f"{type(err).__name__}: {str(err)[:200]}"}
+                                for k in kinds}}

@@ -108,10 +108,14 @@ def explain_region_work(facts: dict, region: str, *, label: str, section: str | 
             expected=f"most of the work inside the {where}, and that work changes the result",
             got=f"{live.get('outside', outside)} computing operation(s) outside; inside, "
                 f"{live.get('inside', inside)}, of which at least {live.get('dead', 0)} change "
-                "nothing (the grader perturbed each one's results and ran the program: the "
-                "outputs stayed the same)",
+                "nothing (the grader perturbed each one's results and ran the program"
+                + ("" if region == "loop" else ", each branch forced in turn")
+                + ": the outputs stayed the same)",
             cause=hint or ("operations that do not matter (multiplied by zero, selected "
-                           "away, cancelled) beside the real step written out of the loop"),
+                           "away, cancelled) beside the real step written out of the loop"
+                           if region == "loop" else
+                           "branches whose work does not matter (multiplied by zero, "
+                           "selected away) beside every branch computed outside the switch"),
             fix=fix or f"move the step itself into the {where}",
             section=section)
     return format_failure(

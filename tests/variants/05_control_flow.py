@@ -649,8 +649,8 @@ _DEAD_STRUCTURE = [
      "    x, _ = lax.scan(lambda c, _: (c * 1.0, None), x, None, length=2)\n"
      "    return x, steps\n"),
 ]
-# Padding (issue 36): the same dead structure, but the loop body is padded with more
-# operations than the steps outside, whose results change nothing (multiplied by zero,
+# Padding (issue 36): the same dead structure, but the loop body (the branches) is
+# padded with more operations than the work outside, whose results change nothing (multiplied by zero,
 # selected away): the counts alone passed it; the judge's perturbation runs do not.
 _DEAD_STRUCTURE += [
     ('05_control_flow_newton_sqrt',
@@ -698,6 +698,27 @@ _DEAD_STRUCTURE += [
      "\n"
      "    x, _ = lax.scan(body, x, jnp.arange(2))\n"
      "    return x, steps\n"),
+    ('05_control_flow_activation',
+     'every activation computed and selected outside, beside a lax.switch whose branches '
+     'hold padding multiplied by zero: more operations inside the branches than outside, '
+     'none of them changing the result, whichever branch runs',
+     "import jax\n"
+     "import jax.numpy as jnp\n"
+     "from jax import lax\n"
+     "\n"
+     "def activation(kind, x):\n"
+     "    k = jnp.clip(kind, 0, 2)\n"
+     "    real = jnp.select([k == 0, k == 1], [jax.nn.relu(x), jnp.tanh(x)], jax.nn.softplus(x))\n"
+     "\n"
+     "    def pad(shift):\n"
+     "        def branch(v):\n"
+     "            j = v + shift\n"
+     "            for _ in range(60):\n"
+     "                j = jnp.cos(j) * 1.5 + jnp.exp(-j * j)\n"
+     "            return j * 0.0\n"
+     "        return branch\n"
+     "\n"
+     "    return real + lax.switch(kind, [pad(0.0), pad(1.0), pad(2.0)], x)\n"),
 ]
 for _gid, _why, _code in _DEAD_STRUCTURE:
     VARIANTS[_gid]["wrong"].append((_why, _code))
