@@ -210,9 +210,32 @@ def _newton_jitted_padding(a, tol=1e-6):  # the padding in a jitted function, ca
                           _masked_steps(a, tol))
 
 
+def _newton_identity_chain(a, tol=1e-6):
+    # Every operation in the body matters (its result reaches the output), and none
+    # does anything: the carry multiplied by one and shifted by zero, 200 times. The
+    # judge finds them passing their source through (liveness_probe.Tester.work).
+    def body(i, c):
+        for _ in range(200):
+            c = c * 1.0 + 0.0
+        return c
+    return lax.fori_loop(0, 2, body, _masked_steps(a, tol))
+
+
+def _newton_zeroed_terms(a, tol=1e-6):
+    # Each junk term zeroed on its own: every `* 0.0` reaches the output (shifted, it
+    # changes it) but reads only dead work, a constant; every `+` passes the carry on.
+    def body(i, c):
+        out = c
+        for k in range(150):
+            out = out + jnp.sin(c * (k + 1.0)) * 0.0
+        return out
+    return lax.fori_loop(0, 2, body, _masked_steps(a, tol))
+
+
 @pytest.mark.parametrize("fn,primitive", [
     (_newton_times_zero, "while"), (_newton_selected_away, "scan"), (_newton_cancelled, "scan"),
-    (_newton_jitted_padding, "while")])
+    (_newton_jitted_padding, "while"), (_newton_identity_chain, "scan"),
+    (_newton_zeroed_terms, "scan")])
 def test_a_loop_padded_with_work_that_changes_nothing_fails(fn, primitive):
     a = jnp.float32(2.0)
     assert jnp.allclose(fn(a), jnp.sqrt(a))  # the right values
@@ -272,14 +295,14 @@ def test_loops_whose_work_matters_pass_the_perturbation(fn, args, primitive):
 
 def test_the_iteration_budget_ends_a_loop_that_would_not_end():
     # 2**31 steps before the counter wraps: the budget stops it after 100.
-    from autograder.programs.region_liveness import _Instrumented
+    from autograder.programs.liveness_probe import Probe
 
     def endless(x):
         return lax.while_loop(lambda c: c[0] >= 0, lambda c: (c[0] + 1, c[1] * 0.5),
                               (jnp.int32(0), x))
 
     exported = jax.export.export(jax.jit(endless))(jnp.float32(1.0))
-    probe = _Instrumented(exported, (jnp.float32(1.0),), {}, [])
+    probe = Probe(exported, (jnp.float32(1.0),), {}, [])
     (count, _), left = probe.run(fuel=100)
     assert int(count) == 100 and left == 0
 
@@ -332,8 +355,19 @@ def _cond_of_the_real_one_padded(kind, x):
     return _activations(kind, x) + 0.0 * pad
 
 
+def _switch_zeroed_terms(kind, x):
+    def pad(shift):
+        def branch(v):
+            acc = jnp.zeros_like(v)
+            for k in range(40):
+                acc = acc + jnp.cos(v * (k + shift)) * 0.0
+            return acc
+        return branch
+    return _activations(kind, x) + lax.switch(kind, [pad(1.0), pad(2.0), pad(3.0)], x)
+
+
 @pytest.mark.parametrize("fn", [_switch_times_zero, _switch_selected_away,
-                                _cond_of_the_real_one_padded])
+                                _cond_of_the_real_one_padded, _switch_zeroed_terms])
 def test_a_switch_padded_with_work_that_changes_nothing_fails(fn):
     x = jnp.linspace(-2.0, 2.0, 7)
     for k in range(3):
@@ -375,11 +409,11 @@ def test_switches_whose_branches_matter_pass_the_perturbation(fn, x):
 
 
 def test_a_forced_branch_is_the_one_that_runs():
-    from autograder.programs.region_liveness import _Instrumented
+    from autograder.programs.liveness_probe import Probe
 
     x = jnp.linspace(-2.0, 2.0, 7)
     exported = jax.export.export(jax.jit(_nested_conds))(jnp.int32(0), x)
-    probe = _Instrumented(exported, (jnp.int32(0), x), {}, [])
+    probe = Probe(exported, (jnp.int32(0), x), {}, [])
     # Cases in walk order: the outer cond is case 0 (its branch 0 is the false one,
     # holding the inner cond, case 1); kind 0 takes relu, forced ones tanh and softplus.
     assert jnp.allclose(probe.run()[0][0], jax.nn.relu(x))

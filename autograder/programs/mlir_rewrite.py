@@ -187,8 +187,9 @@ def thread_fuel(main) -> None:
     def retire(old, new, n: int):
         for r, nr in zip(list(old.results)[:n], list(new.results)[:n]):
             r.replace_all_uses_with(nr)
-        if UNIT in old.attributes:  # the tag of an operation to perturb moves with it
-            new.attributes[UNIT] = old.attributes[UNIT]
+        for tag in (UNIT, PAIR):  # the tags of an operation to perturb move with it
+            if tag in old.attributes:
+                new.attributes[tag] = old.attributes[tag]
         new.attributes[FUELLED] = ir.UnitAttr.get()
         old.erase()
 
@@ -255,6 +256,7 @@ def _func_return(values):
 
 
 UNIT, FUELLED, CASE = "liveness.unit", "liveness.fuel", "liveness.case"
+PAIR = "liveness.pair"
 
 
 def force_cases(main) -> int:
@@ -284,7 +286,11 @@ def force_cases(main) -> int:
 
 def instrument(module, n: int) -> None:
     """Adds the switches argument (``n`` entries) to ``main`` and a perturbation after
-    each operation tagged ``liveness.unit = k`` (switch ``k``), then drops the tags.
+    each operation tagged ``liveness.unit = k`` (switch ``k``, of strength
+    ``_STRENGTH[k % 7]``: distinct between neighbours, which are perturbed together)
+    and a second one after each tagged ``liveness.pair = m`` (switch ``m``, always of
+    strength ``_STRENGTH[0]``: two runs, each perturbing one operation, perturb them
+    alike and can be compared), then drops the tags.
 
     Operations are found by their tags, in one walk: an ``ir.Operation``'s hash changes
     when its operands do, so no dictionary of operations survives the rewriting."""
@@ -302,27 +308,31 @@ def instrument(module, n: int) -> None:
             for block in region.blocks:
                 ops = operations(block)  # a block ends with its terminator: there is a next
                 for here, nxt in zip(ops, ops[1:]):
-                    if UNIT in here.attributes:
+                    if UNIT in here.attributes or PAIR in here.attributes:
                         tagged.append((here, nxt))
                     collect(here)
 
     collect(main)
     for op, nxt in tagged:
-        k = ir.IntegerAttr(op.attributes[UNIT]).value
+        slots = [(ir.IntegerAttr(op.attributes[tag]).value, alike)
+                 for tag, alike in ((UNIT, False), (PAIR, True)) if tag in op.attributes]
         own = list(op.results)[:-1] if FUELLED in op.attributes else list(op.results)
-        for name in (UNIT, FUELLED):
+        for name in (UNIT, FUELLED, PAIR):
             if name in op.attributes:
                 del op.attributes[name]
         # The switch is read next to the operation: the regions capture one value (the
         # switches), not one per operation (XLA turns each capture into a loop carry,
         # and hundreds of them made the compilation 20 times slower).
-        with ir.InsertionPoint(nxt):
-            on = hlo.compare(hlo.reshape(scalar, hlo.slice(switches, [k], [k + 1], [1])),
-                             hlo.constant(ir.DenseElementsAttr.get_splat(
-                                 scalar, ir.FloatAttr.get(f32, 0.0))),
-                             hlo.ComparisonDirectionAttr.get("NE"))
-            for result in own:
-                created: list = []
-                new = perturb(result, on, *_STRENGTH[k % len(_STRENGTH)], created)
-                if new is not None:
-                    result.replace_all_uses_except(new, created)
+        for k, alike in slots:
+            with ir.InsertionPoint(nxt):
+                on = hlo.compare(hlo.reshape(scalar, hlo.slice(switches, [k], [k + 1], [1])),
+                                 hlo.constant(ir.DenseElementsAttr.get_splat(
+                                     scalar, ir.FloatAttr.get(f32, 0.0))),
+                                 hlo.ComparisonDirectionAttr.get("NE"))
+                for j, result in enumerate(own):
+                    created: list = []
+                    new = perturb(result, on, *_STRENGTH[0 if alike else k % len(_STRENGTH)],
+                                  created)
+                    if new is not None:
+                        result.replace_all_uses_except(new, created)
+                        own[j] = new  # a second perturbation wraps the first
