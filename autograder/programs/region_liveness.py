@@ -27,9 +27,9 @@ How, in the judge (never in the student's process):
 - A switch runs one branch on one input: every ``case`` gets a new index, chosen by a
   third new argument where it is set (``mlir_rewrite.force_cases``), and the
   operations of each branch are tested with that branch (and the branches that lead
-  to it) forced, against a run forced the same way. A branch that, forced on these inputs, gives inf or NaN
-  where the program does not (a logarithm guarded by its switch) cannot be judged
-  there: its operations count as live (``"unjudged"``).
+  to it) forced, against a run forced the same way. A branch that, forced on these
+  inputs, gives inf or NaN where the program does not (a logarithm guarded by its
+  switch) cannot be judged there: its operations count as live (``"unjudged"``).
 - Mattering is not working: ``c * 1.0``, ``c + junk * 0.0`` and the ``junk * 0.0``
   itself all reach the output. Each operation found live is asked whether it passes a
   source through (perturbing the source changes the outputs exactly as perturbing the
@@ -114,11 +114,13 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
     live on these inputs (``outputs``: what the program returned on them).
 
     ``{"inside": n, "outside": m, "live": a, "dead": b, "verdict": v, "runs": r}``:
-    ``a`` (``b``) operations were shown to change (not to change) the result. The
-    heaviest :data:`FIRST_WINDOW` operations are tested first (dead groups doubling,
-    live ones one at a time) until ``a >= m`` (verdict ``"live"``) or ``n - b < m``
-    (``"dead"``). Undecided there, a weighted sample of the rest is tested and bounds
-    their live share (``"sampled": [live draws, draws]``): ``"dead"`` when even the
+    ``a`` (``b``) operations were shown to work (to change nothing, or to be idle:
+    ``"idle"`` counts those, ``"unjudged"`` the live ones of branches that cannot be
+    forced here). The heaviest :data:`FIRST_WINDOW` operations are tested first (dead
+    groups doubling, live ones one at a time) until ``a >= m`` (verdict ``"live"``) or
+    ``n - b < m`` (``"dead"``). Undecided there, weighted samples of the rest are tested
+    and bound their live share (``"sampled": [live draws, draws]``, ``"at_most_live"``
+    the upper bound on the work inside): ``"dead"`` when even the
     upper bound leaves the live work below ``m``, ``"live"`` when the lower bound
     reaches it, else ``"undecided"`` (the counts alone judge). Past ``time_budget``
     seconds of perturbed runs (compilations not counted): ``"undecided"``. A program
@@ -175,6 +177,7 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
                     # (the sampled operations shown live are a floor too); each round
                     # is one look, so each gets its share of ALPHA.
                     low, high = share_bounds(hits, drawn, ALPHA / len(BATCHES))
+                    entry["at_most_live"] = int(live + high * weights.sum())
                     if live + high * weights.sum() < outside:
                         verdict = "dead"
                     elif live + max(low * weights.sum(), shown) >= outside:

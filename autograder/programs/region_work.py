@@ -106,13 +106,10 @@ def explain_region_work(facts: dict, region: str, *, label: str, section: str | 
         return format_failure(
             f"the work of {label} is not inside its {where}",
             expected=f"most of the work inside the {where}, and that work changes the result",
-            got=f"{live.get('outside', outside)} computing operation(s) outside; inside, "
-                f"{live.get('inside', inside)}, of which at least {live.get('dead', 0)} change "
-                "nothing (the grader perturbed each one's results and ran the program"
-                + ("" if region == "loop" else ", each branch forced in turn")
-                + ": the outputs stayed the same)",
+            got=_dead_work(live, inside, outside, region),
             cause=hint or ("operations that do not matter (multiplied by zero, selected "
-                           "away, cancelled) beside the real step written out of the loop"
+                           "away, cancelled) or pass the carry on unchanged (times one, plus "
+                           "zero) beside the real step written out of the loop"
                            if region == "loop" else
                            "branches whose work does not matter (multiplied by zero, "
                            "selected away) beside every branch computed outside the switch"),
@@ -131,3 +128,21 @@ def explain_region_work(facts: dict, region: str, *, label: str, section: str | 
                        "value: the program still computes every branch"),
         fix=fix or (f"move the step itself into the {where}"),
         section=section)
+
+
+def _dead_work(live: dict, inside: int, outside: int, region: str) -> str:
+    """What the perturbation runs found, in words (see explain_region_work)."""
+    idle = live.get("idle")
+    text = (f"{live.get('outside', outside)} computing operation(s) outside; inside, "
+            f"{live.get('inside', inside)}, of which at least {live.get('dead', 0)} do no work "
+            "(the grader perturbed each one's results and ran the program"
+            + ("" if region == "loop" else ", each branch forced in turn")
+            + ": the outputs stayed the same"
+            + (f", or, for {idle} of them, changed only as they did when the value the "
+               "operation reads was perturbed: it passes that value on" if idle else "") + ")")
+    sampled, most = live.get("sampled"), live.get("at_most_live")
+    if sampled and most is not None:
+        text += (f"; a weighted sample of the others ({sampled[0]} of {sampled[1]} draws "
+                 f"doing work) bounds the work inside at {most} operation(s), fewer than "
+                 "outside")
+    return text
