@@ -322,7 +322,8 @@ class Tester:
             # dead, and the galloping goes on where that leaves the verdict open.
             fresh = [k for k in known if known[k] and k not in asked]
             asked.update(fresh)
-            idle = self.work(fresh, probe) if fresh else {}
+            idle = self.work(fresh, probe, fuel, {path: state[0] for path, state
+                                                  in paths.items()}) if fresh else {}
             for k in idle:
                 known[k] = False
                 tally[0] -= weight[k]
@@ -340,42 +341,32 @@ class Tester:
             raise ValueError("the program's outputs differ between two runs")
         return natural, min(2 * (int(UNLIMITED) - left) + 100, int(UNLIMITED))
 
-    def work(self, live: list[int], probe: Probe | None = None) -> dict[int, bool]:
+    def work(self, live: list[int], probe: Probe, fuel: int, baselines: dict
+             ) -> dict[int, bool]:
         """``{unit: False}`` for each unit of ``live`` that does no work on these inputs
         although its result matters: one that passes a source through (perturbing the
         source changes the outputs exactly as perturbing the unit alike does: ``c *
         1.0``, ``c + junk * 0.0``, a ``where`` that always picks one side), or one that
         reads nothing but dead units and constants (``junk * 0.0``: a constant whose
-        shift still reaches the output). Each (unit, source) pair is run twice, the
-        unit perturbed and the source perturbed with the same strength, on ``probe``'s
-        pair switches where it has them (else on a program compiled for the rest)."""
-        pairs = [(u, p) for u in live for p in self.units[u].sources
-                 if p != u and self.units[p].perturbable and self.units[u].perturbable]
+        shift still reaches the output). Each (unit, source) pair is run twice on
+        ``probe``'s pair switches (which :meth:`test` gave every unit of its window and
+        every source of one), the unit perturbed and the source perturbed with the same
+        strength; ``baselines``: the switched-off outputs per branch path."""
         through: set[int] = set()
         source_live: dict[int, bool] = {}
-        here = [] if probe is None else [
-            (u, p) for u, p in pairs if u in probe.pair_slot and p in probe.pair_slot]
-        rest = [pair for pair in pairs if pair not in here]
-        runs = [(probe, here)] if here else []
-        runs += [(None, chunk) for chunk in _packed(rest)]
-        for on, chunk in runs:
-            if on is None:
-                on = Probe(*self.args, [], list(dict.fromkeys(k for pair in chunk
-                                                              for k in pair)))
-            natural, fuel = self._natural(on)
-            baselines = {(): natural}
-            for u, p in chunk:
+        for u in live:
+            path = self.units[u].path
+            for p in self.units[u].sources:
+                if p == u or not self.units[p].perturbable:
+                    continue
                 if self.spent > self.budget:
                     raise OutOfTime
-                path = self.units[u].path
-                if path not in baselines:
-                    baselines[path] = on.run(None, fuel, path)[0]
                 outs = []
                 started = time.monotonic()
                 for k in (u, p):
-                    switches = np.zeros_like(on.off)
-                    switches[on.pair_slot[k]] = 1.0
-                    outs.append(on.run(switches, fuel, path)[0])
+                    switches = np.zeros_like(probe.off)
+                    switches[probe.pair_slot[k]] = 1.0
+                    outs.append(probe.run(switches, fuel, path)[0])
                     self.runs += 1
                 self.spent += time.monotonic() - started
                 source_live[p] = source_live.get(p, False) or changed(baselines[path], outs[1])
@@ -390,19 +381,6 @@ class Tester:
                 verdict[u] = False
                 self.idle += 1
         return verdict
-
-
-def _packed(pairs: list[tuple[int, int]], size: int = 96) -> list[list[tuple[int, int]]]:
-    """The pairs in chunks of at most ``size`` units (one compilation each)."""
-    chunks: list[list[tuple[int, int]]] = []
-    used: list[set[int]] = []
-    for pair in pairs:
-        if not chunks or len(used[-1] | set(pair)) > size:
-            chunks.append([])
-            used.append(set())
-        chunks[-1].append(pair)
-        used[-1].update(pair)
-    return chunks
 
 
 def _finite_where(natural: list[np.ndarray], forced: list[np.ndarray]) -> bool:

@@ -210,13 +210,10 @@ def liveness_facts(exported, call_args, call_kwargs, result, facts: dict,
     (``facts["region_work"]``) would let the region pass (some work outside it, no
     more than inside); ``{}`` elsewhere. A program that cannot be instrumented keeps its
     counts alone, with the reason."""
-    kinds = [k for k, work in (facts.get("region_work") or {}).items()
-             if k == kind and work.get("regions")
-             and 0 < work.get("outside", 0) <= work.get("inside", 0)]
-    if not kinds:
+    work = (facts.get("region_work") or {}).get(kind) or {}
+    if not (work.get("regions") and 0 < work.get("outside", 0) <= work.get("inside", 0)):
         return {}
     try:
-        return {"region_live": region_liveness(exported, call_args, call_kwargs, result, kinds)}
+        return {"region_live": region_liveness(exported, call_args, call_kwargs, result, [kind])}
     except Exception as err:  # noqa: BLE001 - the counts still judge the program
-        return {"region_live": {k: {"skipped": f"{type(err).__name__}: {str(err)[:200]}"}
-                                for k in kinds}}
+        return {"region_live": {kind: {"skipped": f"{type(err).__name__}: {str(err)[:200]}"}}}
