@@ -366,8 +366,32 @@ def _switch_zeroed_terms(kind, x):
     return _activations(kind, x) + lax.switch(kind, [pad(1.0), pad(2.0), pad(3.0)], x)
 
 
+# Branches that can tell they were forced, which is why each branch is judged on an
+# input that takes it where one exists (the kind changed): padding that is nan unless
+# its own kind was chosen (counted live, as a guarded log is, when judged forced), and
+# branches that pass the select through when chosen and return their padding when not.
+def _switch_nan_when_forced(kind, x):
+    k = jnp.clip(kind, 0, 2).astype(jnp.float32)
+
+    def pad(j):
+        return lambda v: _junk(v + jnp.sqrt(-(k - j) ** 2)) * 0.0  # sqrt(-0.0) when chosen
+    return _activations(kind, x) + lax.switch(kind, [pad(0.0), pad(1.0), pad(2.0)], x)
+
+
+def _switch_that_knows_it_was_forced(kind, x):
+    k, out = jnp.clip(kind, 0, 2), _activations(kind, x)
+
+    def pad(j, shift):
+        def branch(v):
+            chosen = (k == j).astype(v.dtype)
+            return out * chosen + _junk(v + shift) * (1.0 - chosen)
+        return branch
+    return lax.switch(kind, [pad(0, 0.0), pad(1, 1.0), pad(2, 2.0)], x)
+
+
 @pytest.mark.parametrize("fn", [_switch_times_zero, _switch_selected_away,
-                                _cond_of_the_real_one_padded, _switch_zeroed_terms])
+                                _cond_of_the_real_one_padded, _switch_zeroed_terms,
+                                _switch_nan_when_forced, _switch_that_knows_it_was_forced])
 def test_a_switch_padded_with_work_that_changes_nothing_fails(fn):
     x = jnp.linspace(-2.0, 2.0, 7)
     for k in range(3):
@@ -406,6 +430,49 @@ def test_switches_whose_branches_matter_pass_the_perturbation(fn, x):
     live = region_liveness(exported, args, {}, exported.call(*args), ["branch"])["branch"]
     assert live["verdict"] == "live" and live["live"] >= live["outside"] > 0, live
     assert_uses_primitive(fn, args, "cond")
+
+
+def _tester(fn, args):
+    import dataclasses
+
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib.mlir import ir
+
+    from autograder.programs.liveness_probe import Probe, Tester, leaves, units_of
+    from autograder.programs.mlir_rewrite import prepare
+
+    exported = jax.export.export(jax.jit(fn))(*args)
+    with jmlir.make_ir_context(), ir.Location.unknown():
+        module, main = prepare(exported.mlir_module())
+        units = [dataclasses.replace(u, op=None) for u in units_of(main)[0]]
+        del module, main
+    tester = Tester(exported, args, {}, leaves(exported.call(*args)), units, 30.0)
+    probe = Probe(exported, args, {}, [])
+    return tester, probe, *tester._natural(probe)
+
+
+def test_each_branch_is_judged_on_an_input_that_takes_it():
+    from autograder.programs.liveness_probe import variants
+
+    x = jnp.linspace(-2.0, 2.0, 7)
+    # One integer scalar set to each other branch number, or one boolean negated;
+    # arrays, floats and keys are left as they are.
+    found = variants((jnp.int32(1), x, jnp.float32(2.0), jnp.bool_(True)), {}, 3)
+    assert [(int(a[0]), bool(a[3])) for a, _ in found] == [(0, True), (2, True), (1, False)]
+    assert all(a[1] is x and float(a[2]) == 2.0 for a, _ in found)
+    args = (jnp.int32(0), x)
+    tester, probe, natural, fuel = _tester(_switch_that_knows_it_was_forced, args)
+    for branch in range(3):
+        baseline, inputs, _ = tester._home(probe, ((0, branch),), natural, fuel)
+        kind = args[0] if inputs is None else inputs[0][0]
+        assert int(kind) == branch
+        # What the value checks see for that kind, not what the branch does when forced.
+        assert jnp.allclose(baseline[0], _activations(jnp.int32(branch), x))
+    # No variant of the inputs takes a branch chosen by the sign of a sum: forced.
+    tester, probe, natural, fuel = _tester(_guarded_log, (jnp.int32(0), -jnp.linspace(1.0, 3.0, 7)))
+    baseline, inputs, _ = tester._home(probe, ((0, 1),), natural, fuel)
+    assert inputs is None and tester.homes[((0, 1),)] is None
+    assert not jnp.isfinite(baseline[0]).any()
 
 
 def test_a_forced_branch_is_the_one_that_runs():

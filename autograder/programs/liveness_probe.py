@@ -223,11 +223,12 @@ class Probe:
         self.compiled = jax.jit(instrumented.call).lower(
             call_args, call_kwargs, self.free, UNLIMITED, self.off).compile()
 
-    def run(self, switches=None, fuel=None, path: tuple = ()):
+    def run(self, switches=None, fuel=None, path: tuple = (), args=None):
+        """``args``: other inputs of the same types (``(call_args, call_kwargs)``)."""
         forced = self.free.copy()
         for case, branch in path:
             forced[case] = branch
-        *values, left = self.compiled(*self.args, forced,
+        *values, left = self.compiled(*(args or self.args), forced,
                                       np.int32(UNLIMITED if fuel is None else fuel),
                                       self.off if switches is None else switches)
         return leaves(values), int(left)
@@ -248,6 +249,11 @@ class Tester:
         self.original, self.units = original, units
         self.budget = budget  # seconds of perturbed runs (compilations are not counted)
         self.runs, self.drift, self.spent, self.unjudged, self.idle = 0, False, 0.0, 0, 0
+        # The inputs each branch path is judged on (see _home): an index into
+        # [the grader's inputs] + variants, or None where no input takes it.
+        self.variants = variants(call_args, call_kwargs,
+                                 1 + max((b for u in units for _, b in u.path), default=0))
+        self.homes: dict[tuple, int | None] = {}
 
     def test(self, window: list[int], stop=lambda live, dead: False) -> dict[int, bool]:
         """``{unit: live}`` for the units of ``window`` (in order), galloping: after a
@@ -273,29 +279,28 @@ class Tester:
         unjudged: set[int] = set()
         weight = {k: self.units[k].weight for k in window}
         tally = [0, 0]  # live, dead
-        paths = {}  # path -> [baseline, members, next member, group size]
+        # path -> [(baseline, inputs, fuel), members, next member, group size]
+        paths: dict[tuple, list] = {}
         for path in dict.fromkeys(self.units[k].path for k in window):
             members = [k for k in window if self.units[k].path == path]
-            baseline = natural
+            where = (natural, None, fuel)
             if path:
-                baseline = probe.run(None, fuel, path)[0]
-                if changed(baseline, probe.run(None, fuel, path)[0]):
-                    raise ValueError("the program's outputs differ between two runs")
-                if not _finite_where(natural, baseline):
-                    # That branch, forced on these inputs, gives inf or nan where the
-                    # program does not (a logarithm its switch keeps from negative
-                    # numbers): nothing can be seen to change there, so its operations
-                    # are not judged, and count as live.
+                where = self._home(probe, path, natural, fuel)
+                if not _finite_where(natural, where[0]):
+                    # No input of the variants takes that branch, and forced on these
+                    # inputs it gives inf or nan where the program does not (a logarithm
+                    # its switch keeps from negative numbers): nothing can be seen to
+                    # change there, so its operations are not judged, and count as live.
                     known.update((k, True) for k in members)
                     unjudged.update(members)
                     tally[0] += sum(weight[k] for k in members)
                     self.unjudged += len(members)
                     continue
-            paths[path] = [baseline, members, 0, 1]
+            paths[path] = [where, members, 0, 1]
         asked: set[int] = set(unjudged)
         while True:
             for path, state in paths.items():
-                baseline, members, i, size = state
+                (baseline, inputs, fuel_here), members, i, size = state
                 while i < len(members) and not stop(*tally):
                     if self.spent > self.budget:
                         raise OutOfTime
@@ -304,7 +309,7 @@ class Tester:
                     switches[[window.index(k) for k in group]] = 1.0
                     self.runs += 1
                     started = time.monotonic()
-                    outputs = probe.run(switches, fuel, path)[0]
+                    outputs = probe.run(switches, fuel_here, path, inputs)[0]
                     self.spent += time.monotonic() - started
                     if not changed(baseline, outputs):
                         known.update((k, False) for k in group)
@@ -322,8 +327,8 @@ class Tester:
             # dead, and the galloping goes on where that leaves the verdict open.
             fresh = [k for k in known if known[k] and k not in asked]
             asked.update(fresh)
-            idle = self.work(fresh, probe, fuel, {path: state[0] for path, state
-                                                  in paths.items()}) if fresh else {}
+            idle = self.work(fresh, probe, {path: state[0] for path, state
+                                            in paths.items()}) if fresh else {}
             for k in idle:
                 known[k] = False
                 tally[0] -= weight[k]
@@ -341,8 +346,34 @@ class Tester:
             raise ValueError("the program's outputs differ between two runs")
         return natural, min(2 * (int(UNLIMITED) - left) + 100, int(UNLIMITED))
 
-    def work(self, live: list[int], probe: Probe, fuel: int, baselines: dict
-             ) -> dict[int, bool]:
+    def _home(self, probe: Probe, path: tuple, natural, fuel: int) -> tuple:
+        """``(baseline, inputs, fuel)`` to judge the operations of the branches of
+        ``path`` on: the first of the grader's inputs and their :func:`variants` on
+        which the program takes those branches itself (forcing them changes nothing),
+        else the grader's inputs with the branches forced. A branch forced where its
+        switch would not take it can tell (it may read the index, or compute a nan
+        that only the right index avoids) and change what it computes; on an input
+        that takes it, it computes what the value checks see there."""
+        if path not in self.homes:
+            self.homes[path] = None
+            for v, inputs in enumerate([None] + self.variants):
+                self.runs += 2
+                own, left = (natural, 1) if inputs is None else probe.run(None, fuel, (), inputs)
+                if left <= 0:  # the variant's loops run past the grader's budget
+                    continue
+                if _close(own, probe.run(None, fuel, path, inputs)[0]):  # nan is a change
+                    self.homes[path] = v
+                    break
+        v = self.homes[path]
+        inputs = None if not v else self.variants[v - 1]
+        baseline, left = probe.run(None, fuel, path, inputs)
+        if changed(baseline, probe.run(None, fuel, path, inputs)[0]):
+            raise ValueError("the program's outputs differ between two runs")
+        if v:  # the variant's own budget, as _natural gives the grader's inputs theirs
+            fuel = min(2 * (fuel - left) + 100, int(UNLIMITED))
+        return baseline, inputs, fuel
+
+    def work(self, live: list[int], probe: Probe, where: dict) -> dict[int, bool]:
         """``{unit: False}`` for each unit of ``live`` that does no work on these inputs
         although its result matters: one that passes a source through (perturbing the
         source changes the outputs exactly as perturbing the unit alike does: ``c *
@@ -351,7 +382,8 @@ class Tester:
         shift still reaches the output). Each (unit, source) pair is run twice on
         ``probe``'s pair switches (which :meth:`test` gave every unit of its window and
         every source of one), the unit perturbed and the source perturbed with the same
-        strength; ``baselines``: the switched-off outputs per branch path."""
+        strength; ``where``: per branch path, the switched-off outputs, the inputs and
+        the fuel (see :meth:`_home`)."""
         through: set[int] = set()
         source_live: dict[int, bool] = {}
         for u in live:
@@ -363,13 +395,14 @@ class Tester:
                     raise OutOfTime
                 outs = []
                 started = time.monotonic()
+                baseline, inputs, fuel = where[path]
                 for k in (u, p):
                     switches = np.zeros_like(probe.off)
                     switches[probe.pair_slot[k]] = 1.0
-                    outs.append(probe.run(switches, fuel, path)[0])
+                    outs.append(probe.run(switches, fuel, path, inputs)[0])
                     self.runs += 1
                 self.spent += time.monotonic() - started
-                source_live[p] = source_live.get(p, False) or changed(baselines[path], outs[1])
+                source_live[p] = source_live.get(p, False) or changed(baseline, outs[1])
                 if not changed(outs[0], outs[1]):
                     through.add(u)
         verdict = {}
@@ -381,6 +414,38 @@ class Tester:
                 verdict[u] = False
                 self.idle += 1
         return verdict
+
+
+# The most variants of the grader's inputs a switch's branches are looked for on.
+MAX_VARIANTS = 16
+
+
+def variants(call_args, call_kwargs, branches: int) -> list[tuple]:
+    """``(call_args, call_kwargs)`` with one integer scalar set to another of ``0 ..
+    branches - 1`` or one boolean scalar negated, in turn (at most
+    :data:`MAX_VARIANTS`): inputs on which a switch whose index the caller passes (an
+    activation's ``kind``, a ``training`` flag) takes each of its branches."""
+    import jax
+
+    flat, tree = jax.tree.flatten((call_args, call_kwargs))
+    out = []
+    for i, leaf in enumerate(flat):
+        dtype = getattr(leaf, "dtype", None)
+        if (dtype is None or getattr(leaf, "shape", None) != ()
+                or jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)):
+            continue
+        value = np.asarray(leaf)
+        if value.dtype == np.bool_:
+            options = [not bool(value)]
+        elif np.issubdtype(value.dtype, np.integer):
+            options = [v for v in range(branches) if v != int(value)]
+        else:
+            continue
+        for option in options:
+            new = list(flat)
+            new[i] = np.asarray(option, value.dtype)
+            out.append(jax.tree.unflatten(tree, new))
+    return out[:MAX_VARIANTS]
 
 
 def _finite_where(natural: list[np.ndarray], forced: list[np.ndarray]) -> bool:

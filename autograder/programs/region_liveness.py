@@ -26,10 +26,15 @@ How, in the judge (never in the student's process):
   ends.
 - A switch runs one branch on one input: every ``case`` gets a new index, chosen by a
   third new argument where it is set (``mlir_rewrite.force_cases``), and the
-  operations of each branch are tested with that branch (and the branches that lead
-  to it) forced, against a run forced the same way. A branch that, forced on these
-  inputs, gives inf or NaN where the program does not (a logarithm guarded by its
-  switch) cannot be judged there: its operations count as live (``"unjudged"``).
+  operations of each branch (and of the branches that lead to it) are tested on the
+  first input that takes it: the grader's inputs, or those with one integer scalar set
+  to another branch number or one boolean negated (``liveness_probe.variants``), on
+  which forcing the branch changes nothing. A branch forced where its switch would not
+  take it can tell (it may read the index, or make a NaN that only its own index
+  avoids) and compute something else, so forcing on the grader's inputs is the
+  fallback only. There, a branch that gives inf or NaN where the program does not (a
+  logarithm guarded by its switch) cannot be judged: its operations count as live
+  (``"unjudged"``).
 - Mattering is not working: ``c * 1.0``, ``c + junk * 0.0`` and the ``junk * 0.0``
   itself all reach the output. Each operation found live is asked whether it passes a
   source through (perturbing the source changes the outputs exactly as perturbing the
@@ -40,7 +45,8 @@ How, in the judge (never in the student's process):
   reduction, weighs its whole body), dead groups doubling, until the live ones reach
   the count outside (``"live"``) or the dead ones leave too few (``"dead"``). Undecided
   there, weighted samples of the rest bound their live share (Clopper-Pearson,
-  :data:`ALPHA`, :data:`BATCHES`).
+  :data:`ALPHA`, :data:`BATCHES`); still undecided, the rest is tested whole when no
+  more than :data:`LAST_WINDOW` operations of it are left untested (``"exhaustive"``).
 
 Left alone: the same maths written twice in different forms and cancelled (``f(c) -
 g(c)`` with ``g`` another formula for ``f``) changes the output when one side is
@@ -49,7 +55,9 @@ whose source is a block argument (the loop's carry itself) or lies outside the r
 cannot be asked whether it passes it through, and counts as work (one per chain of
 ``* 1.0``); an operation that is an identity only on these inputs (a relu of positive
 numbers, adding a zero bias) is idle here, in a correct answer too (its real arithmetic
-still counts); programs for more than one device keep their counts alone.
+still counts); a branch that no variant of the inputs takes (chosen by a float's sign)
+is judged forced, where it can tell; programs for more than one device keep their
+counts alone.
 """
 from __future__ import annotations
 
@@ -79,6 +87,9 @@ FIRST_WINDOW = 16
 # to stay undecided); only operations not tested yet are compiled.
 BATCHES = (32, 32, 64, 128, 256, 256, 256)
 ALPHA = 1e-6
+# Undecided after the draws, the operations no draw has tested are tested too when they
+# are at most this many (one more compilation): the verdict is then exact.
+LAST_WINDOW = 512
 
 
 def share_bounds(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
@@ -185,6 +196,15 @@ def region_liveness(exported, call_args, call_kwargs, outputs, kinds=tuple(REGIO
                     if verdict is not None:
                         break
                 entry["sampled"] = [hits, drawn]
+                untested = [k for k in rest if k not in found]
+                if verdict is None and len(untested) <= LAST_WINDOW:
+                    # The draws have tested most of the rest: the others are tested too,
+                    # and the verdict is exact (a bound from draws stays loose where a
+                    # few operations beside the padding are live).
+                    found.update(tester.test(untested))
+                    shown = sum(units[k].weight for k in found if found[k])
+                    verdict = "live" if live + shown >= outside else "dead"
+                    entry["exhaustive"] = True
                 dead += sum(units[k].weight for k in found if not found[k])
                 live += shown
             entry["verdict"] = verdict or "undecided"
