@@ -475,6 +475,26 @@ def test_each_branch_is_judged_on_an_input_that_takes_it():
     assert not jnp.isfinite(baseline[0]).any()
 
 
+def _renormalised_steps(x, n):  # a cond inside a loop whose trip count the caller passes
+    def body(i, c):
+        c = c * 1.5 + 0.1
+        return lax.cond(jnp.sum(c * c) > 1.0, lambda v: v / (4.0 * jnp.sqrt(jnp.sum(v * v))),
+                        lambda v: v, c)
+    return lax.fori_loop(0, n, body, x)
+
+
+def test_a_branch_is_not_judged_where_it_never_runs():
+    # On the grader's inputs the loop renormalises on some steps only, so forcing the
+    # branch changes the result; with n = 0 (a variant) forcing changes nothing, but only
+    # because the loop never runs: that is no input to judge the branch on.
+    x = jnp.full(3, 0.05)
+    args = (x, jnp.int32(8))
+    tester, probe, natural, fuel = _tester(_renormalised_steps, args)
+    (path,) = {u.path for u in tester.units if u.path}
+    _, inputs, _ = tester._home(probe, path, natural, fuel)
+    assert inputs is None or int(inputs[0][1]) > 0, inputs
+
+
 def test_a_forced_branch_is_the_one_that_runs():
     from autograder.programs.liveness_probe import Probe
 

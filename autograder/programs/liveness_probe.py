@@ -189,6 +189,9 @@ class Probe:
         with jmlir.make_ir_context(), ir.Location.unknown():
             module, main = prepare(exported.mlir_module())
             units, _ = units_of(main, tag_cases=True)
+            # The number of branches of each case (force_cases drops the tags).
+            self.branches = {ir.IntegerAttr(op.attributes[CASE]).value: len(op.regions)
+                             for op in walk_ops(main, []) if CASE in op.attributes}
             i64 = ir.IntegerType.get_signless(64)
             for position, k in enumerate(chosen):
                 units[k].op.attributes[UNIT] = ir.IntegerAttr.get(i64, position)
@@ -349,19 +352,27 @@ class Tester:
     def _home(self, probe: Probe, path: tuple, natural, fuel: int) -> tuple:
         """``(baseline, inputs, fuel)`` to judge the operations of the branches of
         ``path`` on: the first of the grader's inputs and their :func:`variants` on
-        which the program takes those branches itself (forcing them changes nothing),
-        else the grader's inputs with the branches forced. A branch forced where its
-        switch would not take it can tell (it may read the index, or compute a nan
-        that only the right index avoids) and change what it computes; on an input
-        that takes it, it computes what the value checks see there."""
+        which the program takes those branches itself (forcing them changes nothing,
+        and forcing another branch of the last switch does: so it runs, and not only
+        in a loop that these inputs never enter), else the grader's inputs with the
+        branches forced. A branch forced where its switch would not take it can tell
+        (it may read the index, or compute a nan that only the right index avoids) and
+        change what it computes; on an input that takes it, it computes what the value
+        checks see there."""
         if path not in self.homes:
             self.homes[path] = None
+            case, branch = path[-1]
+            others = [path[:-1] + ((case, b),) for b in range(probe.branches.get(case, 0))
+                      if b != branch]
             for v, inputs in enumerate([None] + self.variants):
-                self.runs += 2
                 own, left = (natural, 1) if inputs is None else probe.run(None, fuel, (), inputs)
+                self.runs += 2
                 if left <= 0:  # the variant's loops run past the grader's budget
                     continue
-                if _close(own, probe.run(None, fuel, path, inputs)[0]):  # nan is a change
+                # _close, not changed: a forced nan is a change here.
+                if (_close(own, probe.run(None, fuel, path, inputs)[0])
+                        and any(not _close(own, probe.run(None, fuel, other, inputs)[0])
+                                for other in others)):
                     self.homes[path] = v
                     break
         v = self.homes[path]

@@ -29,7 +29,8 @@ How, in the judge (never in the student's process):
   operations of each branch (and of the branches that lead to it) are tested on the
   first input that takes it: the grader's inputs, or those with one integer scalar set
   to another branch number or one boolean negated (``liveness_probe.variants``), on
-  which forcing the branch changes nothing. A branch forced where its switch would not
+  which forcing the branch changes nothing and forcing another does (the switch runs
+  there). A branch forced where its switch would not
   take it can tell (it may read the index, or make a NaN that only its own index
   avoids) and compute something else, so forcing on the grader's inputs is the
   fallback only. There, a branch that gives inf or NaN where the program does not (a
