@@ -30,12 +30,11 @@ How, in the judge (never in the student's process):
   first input that takes it: the grader's inputs, or those with one integer scalar set
   to another branch number or one boolean negated (``liveness_probe.variants``), on
   which forcing the branch changes nothing and forcing another does (the switch runs
-  there). A branch forced where its switch would not
-  take it can tell (it may read the index, or make a NaN that only its own index
-  avoids) and compute something else, so forcing on the grader's inputs is the
-  fallback only. There, a branch that gives inf or NaN where the program does not (a
-  logarithm guarded by its switch) cannot be judged: its operations count as live
-  (``"unjudged"``).
+  there). A branch forced where its switch would not take it can tell (it may read
+  the index, or make a NaN that only its own index avoids) and compute something
+  else, so forcing on the grader's inputs is the fallback only. There, a branch that
+  gives inf or NaN where the program does not (a logarithm guarded by its switch)
+  cannot be judged: its operations count as live (``"unjudged"``).
 - Mattering is not working: ``c * 1.0``, ``c + junk * 0.0`` and the ``junk * 0.0``
   itself all reach the output. Each operation found live is asked whether it passes a
   source through (perturbing the source changes the outputs exactly as perturbing the
