@@ -510,6 +510,17 @@ VARIANTS = {
     (x, steps), _ = lax.scan(step, (x0, jnp.zeros(x0.shape, jnp.int32)), None, length=max_steps)
     return x, steps
 '''),
+            ('the starting point behind stop_gradient: right values, and d x / d x0 is zero',
+             '''def fixed_point(f, a, x0, tol=1e-6, max_steps=100):
+    def step(carry, _):
+        x, steps = carry
+        new = f(a, x)
+        active = jnp.abs(new - x) > tol
+        return (jnp.where(active, new, x), steps + active.astype(jnp.int32)), None
+    x0 = lax.stop_gradient(jnp.asarray(x0))
+    (x, steps), _ = lax.scan(step, (x0, jnp.zeros(x0.shape, jnp.int32)), None, length=max_steps)
+    return x, steps
+'''),
         ],
     },
     "05_control_flow_map_in_chunks": {
@@ -533,6 +544,18 @@ VARIANTS = {
     blocks = padded.reshape(steps, chunk, *xs.shape[1:])
     _, out = lax.scan(lambda c, block: (c, jax.vmap(f)(block)), None, blocks)
     return out.reshape(steps * chunk, *out.shape[2:])[:n]
+''',
+            '''def map_in_chunks(f, xs, chunk):
+    """Scans over the chunk numbers; each step slices its rows out of xs."""
+    k = xs.shape[0] // chunk
+    step = lambda c, i: (c, jax.vmap(f)(lax.dynamic_slice_in_dim(xs, i * chunk, chunk)))
+    parts = []
+    if k:
+        ys = lax.scan(step, None, jnp.arange(k))[1]
+        parts.append(ys.reshape((k * chunk,) + ys.shape[2:]))
+    if xs.shape[0] % chunk:
+        parts.append(jax.vmap(f)(xs[k * chunk:]))
+    return jnp.concatenate(parts)
 ''',
         ],
         "wrong": [
@@ -567,6 +590,18 @@ VARIANTS = {
              '''def map_in_chunks(f, xs, chunk):
     out = lax.map(jax.vmap(f), xs.reshape(-1, chunk, *xs.shape[1:]))
     return out.reshape(xs.shape[0], *out.shape[2:])
+'''),
+            ('a chunked scan whose results are thrown away: vmap over the whole batch is returned',
+             '''def map_in_chunks(f, xs, chunk):
+    k = xs.shape[0] // chunk
+    lax.scan(lambda c, b: (c, jax.vmap(f)(b)), None, xs[:k * chunk].reshape(k, chunk, *xs.shape[1:]))
+    return jax.vmap(f)(xs)
+'''),
+            ('the rows of each chunk mapped one at a time (lax.map inside): f not batched in the chunk',
+             '''def map_in_chunks(f, xs, chunk):
+    k = xs.shape[0] // chunk
+    out = lax.map(lambda b: lax.map(f, b), xs[:k * chunk].reshape(k, chunk, *xs.shape[1:]))
+    return jnp.concatenate([out.reshape(k * chunk, *out.shape[2:]), jax.vmap(f)(xs[k * chunk:])])
 '''),
         ],
     },
