@@ -1,7 +1,8 @@
 """Tests for autograder.jit.donation: a jitted function that must keep its inputs.
 
-Donation is read from ``Lowered.args_info`` (lowering only: nothing runs, nothing is
-deleted). Messages are asserted on.
+Donation is read from ``Lowered.args_info`` for a ``jax.jit`` function (lowering only:
+nothing runs, nothing is deleted); any other callable is called on copies of the
+arrays, and the copies it deleted are the donated ones. Messages are asserted on.
 """
 from __future__ import annotations
 
@@ -60,3 +61,22 @@ def test_explain_works_on_json_data():
     text = explain_donated_inputs(data, name="step")
     assert ("donated: args[0][0], args[0][1], args[0][2], args[0][3], args[0][4], args[0][5] "
             "and 2 more") in text
+
+
+def test_a_wrapper_around_a_donating_jit_is_called_on_copies():
+    import functools
+
+    core = jax.jit(_step, donate_argnums=(0, 1))
+
+    def train_step(params, opt_state, x):  # a plain function around the donating jit
+        return core(params, opt_state, x)
+
+    @functools.partial(jax.jit, static_argnums=0, donate_argnums=(1,))
+    def _with_optimizer(opt, params, opt_state, x):
+        return _step(params, opt_state, x)
+
+    state = OPT.init(PARAMS)
+    for step in (train_step, functools.partial(_with_optimizer, OPT)):
+        with pytest.raises(CheckFailure, match=r"donated: args\[0\]\['b'\], args\[0\]\['w'\]"):
+            assert_donates_nothing(step, (PARAMS, state, jnp.ones(3)), name="train_step")
+        assert not PARAMS["w"].is_deleted() and not PARAMS["b"].is_deleted()  # copies

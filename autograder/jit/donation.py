@@ -25,9 +25,11 @@ def collect_donated_inputs(fn: Callable, args: Sequence = (), kwargs: dict | Non
     """The leaves of ``args`` that ``fn`` donates, as plain data.
 
     Returns ``{"jitted": bool, "donated": [argument paths such as "args[0]['w']"]}``.
-    A plain Python function donates nothing; neither does a function that calls a
-    donating jitted function *inside* another ``jax.jit`` (donation only applies to
-    the outermost call), so only ``fn``'s own ``jax.jit`` counts.
+    A ``jax.jit`` function is lowered (nothing runs, nothing is deleted). Any other
+    callable (a wrapper or a ``functools.partial`` around a donating jitted function)
+    is called once on copies of the arrays, and the copies it deleted are the donated
+    ones. A function that calls a donating jitted function *inside* another
+    ``jax.jit`` donates nothing (donation only applies to the outermost call).
 
     >>> import jax, jax.numpy as jnp
     >>> step = jax.jit(lambda p, g: p - g, donate_argnums=0)
@@ -37,16 +39,24 @@ def collect_donated_inputs(fn: Callable, args: Sequence = (), kwargs: dict | Non
     import jax
 
     del name, section
+
+    def where(path):
+        return ("args" if path and getattr(path[0], "idx", None) == 0 else "kwargs") + \
+            jax.tree_util.keystr(path[1:])
+
     if not is_jit_function(fn):
-        return {"jitted": False, "donated": []}
+        copies = jax.tree.map(lambda a: a.copy() if isinstance(a, jax.Array) else a,
+                              (tuple(args), dict(kwargs or {})))
+        call(fn, *copies)
+        flat = jax.tree_util.tree_flatten_with_path(copies)[0]
+        return {"jitted": False, "donated": [where(path) for path, a in flat
+                                             if isinstance(a, jax.Array) and a.is_deleted()]}
     lowered = call(fn.lower, tuple(args), kwargs or {})
     info = lowered.args_info
     flat = jax.tree_util.tree_flatten_with_path(
         info, is_leaf=lambda a: hasattr(a, "donated"))[0]
-    donated = [("args" + jax.tree_util.keystr(path[1:]) if path and getattr(path[0], "idx", None)
-                == 0 else "kwargs" + jax.tree_util.keystr(path[1:]))
-               for path, a in flat if getattr(a, "donated", False)]
-    return {"jitted": True, "donated": donated}
+    return {"jitted": True,
+            "donated": [where(path) for path, a in flat if getattr(a, "donated", False)]}
 
 
 def explain_donated_inputs(observed: Mapping, expected: Any = None, *,
@@ -88,8 +98,9 @@ def assert_donates_nothing(fn: Callable, args: Sequence, *, kwargs: dict | None 
 
     Args:
       fn: the student's function (a plain function passes: it donates nothing).
-      args, kwargs: inputs to lower it for (lowering only: nothing runs, nothing is
-        deleted).
+      args, kwargs: inputs to lower it for (a ``jax.jit`` function: nothing runs,
+        nothing is deleted) or to call it on, copied (any other callable, which may
+        wrap a donating jitted function).
       name, section, hint, fix: how to name it, the section to reread, and a likely
         cause and a fix that replace the defaults.
 

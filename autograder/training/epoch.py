@@ -228,16 +228,17 @@ def assert_epoch_samples_fresh_batches(train_epoch: Callable, key, *, n: int,
     return run(Check("epoch_fresh_batches", _epoch_label(train_epoch, n, batch_size, steps),
                      observe=observe, observe_as="facts",
                      params=dict(name=getattr(train_epoch, "__name__", "train_epoch"),
-                                 batch_size=batch_size, steps=steps, section=section),
+                                 batch_size=batch_size, steps=steps, n=n, section=section),
                      returns=lambda facts: (None if "problem" in facts["seen"]
                                             else _batches(facts["seen"]))))
 
 
 @explainer("epoch_fresh_batches")
 def explain_epoch_fresh_batches(observed, expected, *, label: str, name: str,
-                                batch_size: int, steps: int, section=None,
-                                **_ignored) -> str | None:
-    """The epoch's rungs: structure, losses, state threaded, labels, batches."""
+                                batch_size: int, steps: int, n: int | None = None,
+                                section=None, **_ignored) -> str | None:
+    """The epoch's rungs: structure, losses, state threaded, labels, batches, and, where
+    the two epochs' steps are enough (:data:`COVERAGE_ALPHA`), every example drawn."""
     facts = observed.facts if isinstance(observed.facts, dict) else {}
     seen = facts.get("seen") if isinstance(facts.get("seen"), dict) else {}
     problem = _explain_epoch_structure(seen, label, section)
@@ -319,4 +320,33 @@ def explain_epoch_fresh_batches(observed, expected, *, label: str, name: str,
                   "the function (jax.random.key(0)) or NumPy's global random state, "
                   "which runs once at trace time",
             fix="derive every step's key from the `key` argument", section=section)
+    if n and other.get("rows") and _missed_by_chance(n, batch_size, steps) <= COVERAGE_ALPHA:
+        drawn = set(rows.ravel().tolist()) | set(_asarray(other["rows"]).ravel().tolist())
+        never = sorted(set(range(n)) - drawn)
+        if never:
+            return format_failure(
+                f"{name} never drew some of the examples",
+                expected=f"every one of the {n} examples drawn at some step of "
+                         f"{2 * steps} random batches of {batch_size}",
+                got=f"{len(never)} never drawn, e.g. example(s) {never[:5]}",
+                cause="the indices are drawn from fewer than n examples (an off-by-one such "
+                      "as permutation(k, n - 1), or a fixed slice of the data)",
+                fix="draw from all n = x.shape[0] examples: jax.random.permutation(k, "
+                    "x.shape[0])[:batch_size]", section=section)
     return None
+
+
+# The coverage rung runs only where a sampler that draws its batch uniformly without
+# replacement misses some example with at most this probability (the union bound over
+# the examples, two epochs of `steps` draws each): a correct answer fails it that rarely.
+COVERAGE_ALPHA = 1e-6
+
+
+def _missed_by_chance(n: int, batch_size: int, steps: int) -> float:
+    """The chance that two epochs of uniform draws without replacement leave some
+    example undrawn (a union bound).
+
+    >>> _missed_by_chance(8, 4, 48) < 1e-20 and _missed_by_chance(64, 32, 4) > 0.1
+    True
+    """
+    return n * (1.0 - batch_size / n) ** (2 * steps)

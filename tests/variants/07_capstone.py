@@ -119,6 +119,13 @@ def per_example_grad_norms(loss_fn, params, x, y):
         out.append(jnp.sqrt(sum(jnp.sum(l ** 2) for l in jax.tree.leaves(g))))
     return jnp.stack(out)
 '''),
+            ('lax.map over the examples: the right norms, one example per step of a loop',
+             '''def per_example_grad_norms(loss_fn, params, x, y):
+    def one(xy):
+        g = jax.grad(loss_fn)(params, *xy)
+        return jnp.sqrt(sum(jnp.sum(leaf ** 2) for leaf in jax.tree.leaves(g)))
+    return jax.lax.map(one, (x, y))
+'''),
         ],
     },
     "07_capstone_make_optimizer": {
@@ -178,6 +185,11 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
     """AdamW, warmup-cosine schedule."""
     return optax.adamw(optax.warmup_cosine_decay_schedule(0.0, peak_lr, warmup_steps,
                                                            total_steps, 0.0))
+'''),
+            ("Adam with Keras' eps (1e-7) instead of optax's 1e-8: unseen for gradients near 1",
+             '''def make_optimizer(peak_lr, warmup_steps, total_steps):
+    return optax.adam(optax.warmup_cosine_decay_schedule(0.0, peak_lr, warmup_steps,
+                                                         total_steps), eps=1e-7)
 '''),
         ],
     },
@@ -258,6 +270,18 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         _, opt_state = optimizer.update(grads, opt_state, params)
         return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), opt_state, loss
+    return train_step
+'''),
+            ('a plain wrapper around a jitted core that donates params and opt_state: the later '
+             'calls on params0 find it deleted',
+             '''def make_train_step(optimizer, loss_fn):
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
+    def core(params, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+    def train_step(params, opt_state, x, y):
+        return core(params, opt_state, x, y)
     return train_step
 '''),
         ],
@@ -371,6 +395,15 @@ def make_optimizer(peak_lr, warmup_steps, total_steps):
 
     (params, opt_state), losses = lax.scan(body, (params, opt_state),
                                            jax.random.split(key, steps))
+    return params, opt_state, losses
+'''),
+            ('an off-by-one: permutation(k, n - 1) never draws the last example',
+             '''def train_epoch(train_step, params, opt_state, key, x, y, *, batch_size, steps):
+    def body(carry, k):
+        idx = jax.random.permutation(k, x.shape[0] - 1)[:batch_size]
+        params, opt_state, loss = train_step(*carry, x[idx], y[idx])
+        return (params, opt_state), loss
+    (params, opt_state), losses = lax.scan(body, (params, opt_state), jax.random.split(key, steps))
     return params, opt_state, losses
 '''),
         ],
