@@ -56,6 +56,22 @@ def test_op_count_reports_unrolling():
     assert "reread: section 5.3 Python loops unroll" in msg
 
 
+def test_op_count_counts_a_jitted_helper_at_each_call_site():
+    # jax.jit writes the helper out once and calls it 20 times: 20 copies of its work.
+    step = jax.jit(lambda u: jnp.sin(u) / 2)
+
+    def unrolled_calls(v):
+        for _ in range(20):
+            v = step(v)
+        return v
+
+    assert "call @" in stablehlo_text(unrolled_calls, (jnp.ones(3),))
+    with pytest.raises(CheckFailure, match="has 20 `stablehlo.sine` ops"):
+        assert_stablehlo_op_count(unrolled_calls, (jnp.ones(3),), "sine", at_most=1)
+    rolled = lambda v: jax.lax.fori_loop(0, 20, lambda i, u: step(u), v)  # noqa: E731
+    assert_stablehlo_op_count(rolled, (jnp.ones(3),), "sine", at_most=1)
+
+
 def test_op_count_reports_a_missing_op_with_the_ops_used():
     with pytest.raises(CheckFailure) as err:
         assert_stablehlo_op_count(_unrolled, (jnp.ones(3),), "while", at_least=1,

@@ -74,7 +74,9 @@ def assert_stablehlo_op_count(fn: Callable, args: Sequence, op: str, *,
 
     Counts are stable facts of the lowered program (before XLA optimizes it): a loop
     written with ``lax.fori_loop`` or ``lax.scan`` lowers to one ``stablehlo.while``
-    holding one copy of its body, a Python ``for`` loop to N copies of the body.
+    holding one copy of its body, a Python ``for`` loop to N copies of the body. A
+    function called from several places (a ``jax.jit`` helper called in a Python loop)
+    counts once per call site.
 
     Args:
       fn: the function (jitted or not; a jitted one is lowered with its own options).
@@ -123,7 +125,10 @@ def explain_stablehlo_op_count(observed, expected, *, label: str, op: str,
     problem = explain_program(observed, expected, label=label, section=section)
     if problem:
         return problem
-    ops = program_facts(observed)[0].get("ops", {})
+    facts = program_facts(observed)[0]
+    # Each call site of a function counts (a jitted helper called once per probe is
+    # one copy of its work per call, though the text holds its body once).
+    ops = facts.get("ops_expanded") or facts.get("ops", {})
     n = int(ops.get(f"stablehlo.{op}", 0))
     shown = f"`stablehlo.{op}`"
     if at_most is not None and n > at_most:

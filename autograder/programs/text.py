@@ -70,12 +70,64 @@ def static_facts(text: str) -> dict:
                if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
     aliased = [int(i) for i, attrs in arg_attrs if "tf.aliasing_output" in attrs]
     locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
-    return {"ops": dict(sorted(ops.items())), "custom_calls": sorted(set(targets)),
+    return {"ops": dict(sorted(ops.items())), "ops_expanded": expanded_ops(text),
+            "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
             "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
             "largest_array": largest_array(text),
             "region_work": region_work(text), "digest": program_digest(text)}
+
+
+_OP = re.compile(r"^\s*(?:%[\w#:, %]+ = )?\"?([a-z_]+\.[a-z_0-9]+)")
+_FUNC = re.compile(r'^\s*func\.func\b[^@]*@("[^"]+"|[\w.$-]+)\(')
+_CALL = re.compile(r'\bcall @("[^"]+"|[\w.$-]+)\(')
+
+
+def expanded_ops(text: str) -> dict:
+    r"""Op counts of ``main`` with every call counted at each call site: a function that
+    ``jax.jit`` wrote out once and ``main`` calls six times holds six copies of its work
+    (:func:`static_facts`'s ``ops`` count each op of the text once).
+
+    >>> text = (
+    ...     'func.func public @main(%arg0: tensor<f32>) -> tensor<f32> {\n'
+    ...     '  %0 = call @"<lambda>"(%arg0) : (tensor<f32>) -> tensor<f32>\n'
+    ...     '  %1 = call @"<lambda>"(%0) : (tensor<f32>) -> tensor<f32>\n'
+    ...     '  return %1 : tensor<f32>\n}\n'
+    ...     'func.func private @"<lambda>"(%arg0: tensor<f32>) -> tensor<f32> {\n'
+    ...     '  %0 = stablehlo.tanh %arg0 : tensor<f32>\n  return %0 : tensor<f32>\n}\n')
+    >>> expanded_ops(text)["stablehlo.tanh"]
+    2
+    """
+    own: dict[str, Counter] = {}
+    calls: dict[str, Counter] = {}
+    current = None
+    for line in text.splitlines():
+        m = _FUNC.match(line)
+        if m:
+            current = m.group(1).strip('"')
+            own[current], calls[current] = Counter(), Counter()
+            continue
+        if current is None:
+            continue
+        m = _OP.match(line)
+        if m:
+            own[current][m.group(1)] += 1
+        for callee in _CALL.findall(line):
+            calls[current][callee.strip('"')] += 1
+    done: dict[str, Counter] = {}
+
+    def total(name: str, depth: int = 0) -> Counter:
+        if name not in done:
+            out = Counter(own.get(name, {}))
+            if depth < 50:
+                for callee, times in calls.get(name, {}).items():
+                    for op, n in total(callee, depth + 1).items():
+                        out[op] += n * times
+            done[name] = out
+        return done[name]
+
+    return dict(sorted(total("main").items())) if "main" in own else {}
 
 
 def _manual_ops(text: str) -> dict:

@@ -136,6 +136,14 @@ VARIANTS = {
              "    z = jax.vmap(lambda k: jax.random.rademacher(k, x.shape, dtype=x.dtype))(keys)\n"
              "    hz = jax.vmap(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])(z)\n"
              "    return jnp.mean(z * hz, axis=0)\n"),
+            ("a Python loop over the probes around a jitted product: one call of it per probe",
+             "def hessian_diag_estimate(f, x, key, num_probes):\n"
+             "    z = jax.random.rademacher(key, (num_probes, x.shape[0]), dtype=x.dtype)\n"
+             "    hvp = jax.jit(lambda v: jax.jvp(jax.grad(f), (x,), (v,))[1])\n"
+             "    total = jnp.zeros_like(x)\n"
+             "    for i in range(num_probes):\n"
+             "        total = total + z[i] * hvp(z[i])\n"
+             "    return total / num_probes\n"),
         ],
     },
     "08_autodiff_gauss_newton_step": {
@@ -372,6 +380,13 @@ VARIANTS = {
              "        return jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)\n"
              "    b.defvjp(lambda x: (b(x), x),\n"
              "             lambda x, g: (jnp.where(jnp.abs(x) <= 1.0, 1.0, 0.0).astype(g.dtype),))\n"
+             "    return b(x)\n"),
+            ("the signs in float32 whatever the dtype of x",
+             "def binarize(x):\n"
+             "    @jax.custom_vjp\n"
+             "    def b(x):\n"
+             "        return jnp.where(x >= 0, 1.0, -1.0)\n"
+             "    b.defvjp(lambda x: (b(x), x), lambda x, g: (jnp.where(jnp.abs(x) <= 1.0, g, 0.0),))\n"
              "    return b(x)\n"),
         ],
     },
@@ -669,6 +684,18 @@ VARIANTS = {
              "    for start in range(0, params['w1'].shape[0], k):\n"
              "        h = group(h, jax.tree.map(lambda p: p[start:start + k], params))\n"
              "    return jnp.mean(h ** 2)\n"),
+            ("the shorter last group checkpointed block by block, not as one group: it keeps "
+             "the input of every block in it",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    n = L // k\n"
+             "    @jax.checkpoint\n"
+             "    def group(h, layers):\n"
+             "        return lax.scan(block, h, layers)[0], None\n"
+             "    full = jax.tree.map(lambda p: p[:n * k].reshape((n, k) + p.shape[1:]), params)\n"
+             "    h, _ = lax.scan(group, x, full)\n"
+             "    h, _ = lax.scan(jax.checkpoint(block), h, jax.tree.map(lambda p: p[n * k:], params))\n"
+             "    return jnp.mean(h ** 2)\n"),
         ],
     },
     "08_autodiff_save_only": {
@@ -714,6 +741,13 @@ VARIANTS = {
              "        if prim.name == 'name':\n"
              "            return params['name'] not in names\n"
              "        return prim.name not in primitive_names\n"
+             "    return policy\n"),
+            ("names matched as substrings: 'pow' also saves integer_pow, 'pr' the 'pre' tag",
+             "def save_only(primitive_names=(), names=()):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        if prim.name == 'name':\n"
+             "            return any(n in params['name'] for n in names)\n"
+             "        return any(p in prim.name for p in primitive_names)\n"
              "    return policy\n"),
         ],
     },
