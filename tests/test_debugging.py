@@ -151,6 +151,22 @@ def test_a_user_check_that_is_missing_gets_its_own_cause():
         assert_checkify_errors(no_user_check, [(_X, -1)], ["negative index"])
 
 
+def test_a_user_check_message_must_be_exactly_the_one_asked_for():
+    def worded(x, i, message="negative index found"):
+        def f(x, i):
+            checkify.check(i >= 0, message, **({"i": i} if "{i}" in message else {}))
+            return x[i]
+        return checkify.checkify(f)(x, i)
+
+    for message in ("negative index found", "negative index: {i}"):
+        with pytest.raises(CheckFailure) as err:
+            assert_checkify_errors(lambda x, i: worded(x, i, message), [(_X, -1)],
+                                   ["negative index"])
+        assert "expected: the error 'negative index', exactly" in str(err.value)
+    assert_checkify_errors(lambda x, i: worded(x, i, "negative index"), [(_X, -1)],
+                           ["negative index"])
+
+
 def test_a_check_that_fires_on_valid_input_is_a_false_alarm():
     def off_by_one(x, i):
         def f(x, i):
@@ -288,6 +304,28 @@ def test_padding_on_the_host_traces_once_and_eager_programs_do_not_count():
     assert sum(len(call["misses"]) for call in observed) <= 1   # traced at most once, ever
 
 
+def test_require_jit_fails_a_step_run_eagerly_beside_a_jitted_helper():
+    def eager_steps(w, x):
+        w = jax.jit(lambda w: w * 1.0)(w)  # only the set-up is jitted
+        for _ in range(3):
+            w = w - 0.1 * jax.grad(lambda w: jnp.sum((x @ w) ** 2))(w)
+        return w
+
+    def jitted_steps(w, x):
+        step = jax.jit(lambda w: w - 0.1 * jax.grad(lambda w: jnp.sum((x @ w) ** 2))(w))
+        for _ in range(3):
+            w = step(w)
+        return w
+
+    args = (jnp.ones(3), jnp.ones((4, 3)))
+    with pytest.raises(CheckFailure) as err:
+        assert_no_retraces(eager_steps, [args], require_jit=True)
+    assert "ran matrix products eagerly, outside jax.jit" in str(err.value)
+    assert "matmul" in str(err.value)
+    assert_no_retraces(jitted_steps, [args], require_jit=True)
+    assert_no_retraces(eager_steps, [args])  # without require_jit, eager is allowed
+
+
 def test_a_static_learning_rate_is_explained():
     step = jax.jit(lambda w, lr: w - lr, static_argnames="lr")
 
@@ -358,6 +396,32 @@ def test_assert_cache_miss_report_passes_a_handler_on_the_jax_logger():
         ["never seen function"], ["different input types:", "* at x, now f32[4] and before f32[3]"]]
 
 
+def _resets_to_defaults(fn, calls):  # "restores" the defaults, not what it found
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    jax.config.update("jax_explain_cache_misses", True)
+    try:
+        for args in calls:
+            fn(*args)
+    finally:
+        jax.config.update("jax_explain_cache_misses", False)
+        logger.removeHandler(handler)
+    return lines
+
+
+def test_a_caller_state_is_put_back_not_reset_to_the_defaults():
+    logger = logging.getLogger("jax")
+    before = (logger.level, logger.propagate, jax.config.jax_explain_cache_misses)
+    assert_cache_miss_report(_report, _make_target, _CALLS, prior=True)
+    assert_cache_miss_report(_resets_to_defaults, _make_target, _CALLS)  # from defaults
+    with pytest.raises(CheckFailure, match="left jax_explain_cache_misses changed"):
+        assert_cache_miss_report(_resets_to_defaults, _make_target, _CALLS, prior=True)
+    assert (logger.level, logger.propagate, jax.config.jax_explain_cache_misses) == before
+
+
 def test_no_handler_means_stderr(monkeypatch):
     # pytest's log capture puts a handler on the root logger; a kernel has none, so
     # Python's last-resort handler prints to stderr. Make it so here too.
@@ -386,10 +450,30 @@ def leaves_handler(fn, calls):
     return lines
 
 
+def leaves_root_handler(fn, calls):  # collects through the root logger, never removed
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger().addHandler(handler)
+    with jax.explain_cache_misses(True):
+        for args in calls:
+            fn(*args)
+    return lines
+
+
+def test_a_handler_left_on_the_root_logger_is_reported_and_undone():
+    before = list(logging.getLogger().handlers)
+    with pytest.raises(CheckFailure, match="left a handler on a logger") as err:
+        assert_cache_miss_report(leaves_root_handler, _make_target, _CALLS)
+    assert "Handler on the root logger" in str(err.value)
+    assert logging.getLogger().handlers == before
+
+
 def test_a_leftover_handler_and_a_leftover_flag_are_reported_and_undone():
     before = list(logging.getLogger("jax").handlers)
-    with pytest.raises(CheckFailure, match="left a handler on the 'jax' logger"):
+    with pytest.raises(CheckFailure, match="left a handler on a logger") as err:
         assert_cache_miss_report(leaves_handler, _make_target, _CALLS)
+    assert "['Handler']" in str(err.value)
     assert logging.getLogger("jax").handlers == before
     obs = {"messages": [], "stderr": [], "handlers_left": [],
            "flags_before": {"jax_explain_cache_misses": False},
@@ -430,7 +514,7 @@ def test_a_call_that_raises_must_leave_everything_as_it_was():
     level and propagation count as its state."""
     assert_cache_miss_report(_report, _make_target, _RAISING, raising=True)
     before = (list(logging.getLogger("jax").handlers), logging.getLogger("jax").level)
-    with pytest.raises(CheckFailure, match="left a handler on the 'jax' logger after a call "
+    with pytest.raises(CheckFailure, match="left a handler on a logger after a call "
                                            "that raised"):
         assert_cache_miss_report(_no_finally, _make_target, _RAISING, raising=True)
     with pytest.raises(CheckFailure, match="returned although one of the calls raised"):

@@ -50,20 +50,50 @@ def _logger_state(logger: logging.Logger) -> dict:
             "disabled": bool(logger.disabled)}
 
 
-def collect_cache_miss_report(fn: Callable, target: Callable, calls: Sequence) -> dict:
+def _loggers() -> list:
+    return [logging.getLogger()] + [
+        v for v in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(v, logging.Logger)]
+
+
+def _handlers() -> dict:
+    """``{id(logger): handlers}`` of the root logger and every named one."""
+    return {id(lg): list(lg.handlers) for lg in _loggers()}
+
+
+def _new_handlers(before: dict) -> list:
+    """``[(logger, handler)]`` added since ``before`` (:func:`_handlers`)."""
+    return [(lg, h) for lg in _loggers() for h in list(lg.handlers)
+            if h not in before.get(id(lg), [])]
+
+
+# The state a caller may have set before the call (``prior=True``): the flag already on
+# and the 'jax' logger at WARNING (propagation stays on: a correct answer may collect the
+# records on the root logger). Put back to these, not to the defaults.
+PRIOR = {"flag": True, "level": logging.WARNING}
+
+
+def collect_cache_miss_report(fn: Callable, target: Callable, calls: Sequence,
+                              prior: bool = False) -> dict:
     """Runs the student's ``fn(target, calls)``; returns plain data about it.
 
     ``{"messages": [str], "stderr": [lines], "flags_before": {...}, "flags_after": {...},
     "handlers_left": [names], "logger_before": {...}, "logger_after": {...},
     "raised": name or ""}`` (and ``"problem"`` when the result is not a list of
     strings). Whether the call returned or raised, what it left is read, then put back:
-    flags, handlers, the logger's level and propagation.
+    flags, handlers, the logger's level and propagation. ``prior``: the call starts
+    from :data:`PRIOR` instead of the defaults (a function that resets to the defaults
+    instead of to what it found leaves that changed).
     """
-    before = collect_flags()
     logger = logging.getLogger("jax")
-    handlers = list(logger.handlers)
-    state = _logger_state(logger)
     saved = (logger.level, logger.propagate, logger.disabled)
+    outer = collect_flags()
+    if prior:
+        restore_flags({"jax_explain_cache_misses": PRIOR["flag"]})
+        logger.setLevel(PRIOR["level"])
+    before = collect_flags()
+    handlers = _handlers()  # of every logger: a handler may be left on the root one too
+    state = _logger_state(logger)
     result, raised = None, ""
     try:
         with quiet() as captured:
@@ -74,13 +104,14 @@ def collect_cache_miss_report(fn: Callable, target: Callable, calls: Sequence) -
                     raise  # the usual messages: not a function, not implemented yet
                 raised = type(err).__name__
         after = collect_flags()
-        extra = [type(h).__name__ for h in logger.handlers if h not in handlers]
+        extra = [f"{type(h).__name__}" + ("" if where is logger else
+                                          f" on the {where.name or 'root'} logger")
+                 for where, h in _new_handlers(handlers)]
         state_after = _logger_state(logger)
     finally:
-        restore_flags(before)
-        for h in list(logger.handlers):     # leave the logger as it was
-            if h not in handlers:
-                logger.removeHandler(h)
+        restore_flags(outer)
+        for where, h in _new_handlers(handlers):  # leave the loggers as they were
+            where.removeHandler(h)
         logger.level, logger.propagate, logger.disabled = saved
     data = {"stderr": [line[:500] for line in captured.summary(limit=5)],
             "flags_before": before, "flags_after": after, "messages": [],
@@ -143,8 +174,8 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
             section=section)
     if observed.get("handlers_left"):
         return format_failure(
-            f"{name} left a handler on the 'jax' logger{when}",
-            expected="the logger's handlers as before the call",
+            f"{name} left a handler on a logger{when}",
+            expected="every logger's handlers as before the call",
             got=f"{len(observed['handlers_left'])} more: {observed['handlers_left']}",
             cause=hint or "the handler is added but never removed, so every later JAX log "
                           "record goes to it too",
@@ -200,7 +231,7 @@ def _short(x) -> str:
 def assert_cache_miss_report(fn: Callable, make_target: Callable, calls: Sequence, *,
                              section: str | None = None, hint: str | None = None,
                              fix: str | None = None, name: str | None = None,
-                             raising: bool = False) -> dict:
+                             raising: bool = False, prior: bool = False) -> dict:
     """Asserts ``fn(target, calls)`` returns the cache-miss explanations JAX logs.
 
     The expected explanations are JAX's own, logged for the same calls on another new
@@ -208,7 +239,9 @@ def assert_cache_miss_report(fn: Callable, make_target: Callable, calls: Sequenc
     defined inside it), so that both start from an empty cache. Always: nothing on
     stderr, and JAX's flags and the ``"jax"`` logger (handlers, level, propagation)
     as they were. ``raising=True``: one of ``calls`` raises, and ``fn`` must let the
-    error through with everything put back all the same.
+    error through with everything put back all the same. ``prior=True``: the flag is on
+    and the logger at WARNING before the call, and must be so after it (put back, not
+    reset to the defaults).
 
     >>> import logging, jax, jax.numpy as jnp
     >>> def report(target, calls):
@@ -233,7 +266,8 @@ def assert_cache_miss_report(fn: Callable, make_target: Callable, calls: Sequenc
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", type(fn).__name__)
     return run(Check("cache_miss_report", label,
-                     observe=lambda: collect_cache_miss_report(fn, make_target(), calls),
+                     observe=lambda: collect_cache_miss_report(fn, make_target(), calls,
+                                                               prior=prior),
                      observe_as="facts",
                      expect=(lambda: []) if raising else (
                          lambda: collect_jax_explanations(make_target, calls)),

@@ -153,12 +153,20 @@ _WHY = (  # (text in an explanation, cause, fix)
 )
 
 
+# With ``require_jit``, a product JAX compiled on its own (an eager ``x @ w``: jnp's
+# matmul is a jitted function of JAX's, compiled under its own name when called outside
+# any jit) shows a step that runs eagerly, whatever else was jitted.
+EAGER_PRODUCTS = frozenset({"matmul", "dot", "dot_general", "einsum", "tensordot", "vdot",
+                            "inner"})
+
+
 def explain_retraces(observed: list[dict], *, name: str, across_calls: bool = False,
                      require_jit: bool = False, section: str | None = None,
                      hint: str | None = None, fix: str | None = None) -> str | None:
     """Fails when one of your functions was traced (or compiled) more than once in a
     call (or, with ``across_calls=True``, over all the calls); with ``require_jit``,
-    also when none of your functions was traced at all (everything ran eagerly).
+    also when none of your functions was traced at all (everything ran eagerly), or a
+    matrix product ran eagerly (:data:`EAGER_PRODUCTS`: the step is not the jitted part).
 
     >>> ok = [{"misses": [{"function": "step (defined at c.py:3)",
     ...                    "lines": ["never seen function"]}], "compiles": 2,
@@ -185,6 +193,17 @@ def explain_retraces(observed: list[dict], *, name: str, across_calls: bool = Fa
                 "small programs compiled for eager operations",
             cause=hint or "every operation ran eagerly, one small program at a time: "
                           "removing jax.jit is not the cure for recompilation",
+            fix=fix or "create the jitted step once (jax.jit) and call it for every batch",
+            section=section)
+    eager = sorted({n for call in observed for n in call.get("compiled", [])
+                    if n in EAGER_PRODUCTS}) if require_jit else []
+    if eager:
+        return format_failure(
+            f"{name} ran matrix products eagerly, outside jax.jit",
+            expected="each step run as one call of a jitted function",
+            got=f"eager programs compiled for {', '.join(eager)}, one operation at a time",
+            cause=hint or "the step itself is not jitted (a jitted helper beside it, for "
+                          "the set-up, does not make the step compiled)",
             fix=fix or "create the jitted step once (jax.jit) and call it for every batch",
             section=section)
     groups = [[m for call in observed for m in call["misses"]]] if across_calls else \

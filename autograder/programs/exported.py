@@ -40,8 +40,9 @@ def exported_text(fn: Callable, args: Sequence, *, name: str | None = None,
 def explain_scopes(facts: dict, *, required: dict[str, Sequence[str]],
                    exclusive: dict[str, str], name: str, section: str | None = None,
                    hint: str | None = None, fix: str | None = None) -> str | None:
-    """Judges named scopes: each ``required[scope]`` primitive appears inside ``scope``;
-    every op of an ``exclusive`` primitive lies inside its scope.
+    """Judges named scopes: each ``required[scope]`` primitive appears inside ``scope``
+    (``"sub|add"``: one of them, for maths that may be written either way); every op of
+    an ``exclusive`` primitive lies inside its scope.
 
     >>> facts = {"dot_general": ["grad"], "sub": ["update"]}
     >>> explain_scopes(facts, required={"update": ["sub"]}, exclusive={"dot_general": "grad"},
@@ -57,14 +58,16 @@ def explain_scopes(facts: dict, *, required: dict[str, Sequence[str]],
     """
     for scope, prims in required.items():
         for prim in prims:
-            paths = facts.get(prim, [])
+            options = prim.split("|")
+            paths = [p for option in options for p in facts.get(option, [])]
             if not any(scope in p.split("/") for p in paths):
                 shown = (", ".join(repr(p) if p else "(no scope)" for p in paths)
                          or f"no `{prim}` op at all")
+                prim = " or ".join(f"`{o}`" for o in options)
                 return format_failure(
-                    f"{name} has no `{prim}` inside jax.named_scope({scope!r})",
-                    expected=f"a `{prim}` op labelled .../{scope}/...",
-                    got=f"`{prim}` ops in scopes: {shown}",
+                    f"{name} has no {prim} inside jax.named_scope({scope!r})",
+                    expected=f"a {prim} op labelled .../{scope}/...",
+                    got=f"{prim} ops in scopes: {shown}",
                     cause=hint or (f"the {_ROLE.get(scope, scope)} is not inside `with "
                                    f"jax.named_scope({scope!r}):`, or the scope has another "
                                    "name"),

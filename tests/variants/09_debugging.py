@@ -228,6 +228,13 @@ VARIANTS = {
              "        picked = probs[jnp.arange(labels.shape[0]), labels]\n"
              "        return -jnp.sum(jnp.log(picked)) / jnp.sum(weights) * jnp.mean(weights)\n"
              "    return checkify.checkify(nll, errors=checkify.all_checks)(probs, labels, weights)\n"),
+            ("the user check's message is not exactly 'negative label'",
+             "def checked_nll(probs, labels, weights):\n"
+             "    def nll(probs, labels, weights):\n"
+             "        checkify.check(jnp.all(labels >= 0), 'negative label found')\n"
+             "        picked = probs[jnp.arange(labels.shape[0]), labels]\n"
+             "        return -jnp.sum(weights * jnp.log(picked)) / jnp.sum(weights)\n"
+             "    return checkify.checkify(nll, errors=checkify.all_checks)(probs, labels, weights)\n"),
         ],
     },
     "09_debugging_compact_positive": {
@@ -356,6 +363,12 @@ VARIANTS = {
              "    x64 = x.astype(jnp.float64)\n"
              "    ms = jnp.mean(x64 ** 2, axis=-1, keepdims=True)\n"
              "    return (x64 * jax.lax.rsqrt(ms + eps) * gain).astype(x.dtype)\n"),
+            ("statistics in the promoted dtype: float16 for a float16 x and gain, where x ** 2 "
+             "overflows",
+             "def rms_norm(x, gain, eps=1e-6):\n"
+             "    xs = x.astype(jnp.result_type(x, gain))\n"
+             "    ms = jnp.mean(xs ** 2, axis=-1, keepdims=True)\n"
+             "    return (xs * jax.lax.rsqrt(ms + eps) * gain).astype(x.dtype)\n"),
         ],
     },
     "09_debugging_cache_miss_report": {
@@ -489,6 +502,31 @@ VARIANTS = {
              "        for args in calls:\n"
              "            fn(*args)\n"
              "    return lines\n"),
+            ("collects through a handler on the root logger and never removes it",
+             "def cache_miss_report(fn, calls):\n"
+             "    lines = []\n"
+             "    handler = logging.Handler()\n"
+             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             "    logging.getLogger().addHandler(handler)\n"
+             "    with jax.explain_cache_misses(True):\n"
+             "        for args in calls:\n"
+             "            fn(*args)\n"
+             "    return [m for m in lines if 'TRACING CACHE MISS' in m]\n"),
+            ("puts the flag back to False, the default, not to what the caller had",
+             "def cache_miss_report(fn, calls):\n"
+             "    lines = []\n"
+             "    handler = logging.Handler()\n"
+             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             "    logger = logging.getLogger('jax')\n"
+             "    logger.addHandler(handler)\n"
+             "    jax.config.update('jax_explain_cache_misses', True)\n"
+             "    try:\n"
+             "        for args in calls:\n"
+             "            fn(*args)\n"
+             "    finally:\n"
+             "        jax.config.update('jax_explain_cache_misses', False)\n"
+             "        logger.removeHandler(handler)\n"
+             "    return [m for m in lines if 'TRACING CACHE MISS' in m]\n"),
         ],
     },
     "09_debugging_train": {
@@ -634,6 +672,19 @@ VARIANTS = {
              "        lr = lrs[i]\n"
              "        r = slice(i * batch_size, (i + 1) * batch_size)\n"
              "        params, state = step(params, state, xp[r], yp[r], mask[r])\n"
+             "    return params\n"),
+            ("every step runs eagerly; only the state's initialisation is jitted",
+             "@jax.jit\n"
+             "def _init_state(params):\n"
+             "    return jax.tree.map(jnp.zeros_like, params)\n\n"
+             "def train(params, x, y, lrs, batch_size):\n"
+             "    state = _init_state(params)\n"
+             "    for i, lr in enumerate(lrs):\n"
+             "        xb = x[i * batch_size:(i + 1) * batch_size]\n"
+             "        yb = y[i * batch_size:(i + 1) * batch_size]\n"
+             "        grads = jax.grad(lambda p: jnp.mean((xb @ p['w'] + p['b'] - yb) ** 2))(params)\n"
+             "        state = jax.tree.map(lambda m, g: 0.9 * m + g, state, grads)\n"
+             "        params = jax.tree.map(lambda p, m: p - lr * m, params, state)\n"
              "    return params\n"),
         ],
     },
@@ -836,6 +887,17 @@ VARIANTS = {
             "    path = max(pathlib.Path(log_dir).glob('plugins/profile/*/perfetto_trace.json.gz'),\n"
             "               key=lambda p: p.stat().st_mtime)\n"
             "    return state, str(path)\n",
+            # A plain TraceAnnotation named "train" with step_num: the annotation the
+            # check reads (the statement names StepTraceAnnotation as the one TensorBoard's
+            # step view reads; the trace file cannot tell the two apart).
+            "def profile_training(step, state, batches, log_dir):\n"
+            "    with jax.profiler.trace(log_dir, create_perfetto_trace=True):\n"
+            "        for i, batch in enumerate(batches):\n"
+            "            with jax.profiler.TraceAnnotation('train', step_num=i):\n"
+            "                state = step(state, batch)\n"
+            "        jax.block_until_ready(state)\n"
+            "    paths = glob.glob(os.path.join(log_dir, 'plugins', 'profile', '*', 'perfetto_trace.json.gz'))\n"
+            "    return state, max(paths, key=os.path.getmtime)\n",
         ],
         "wrong": [
             ("no step annotations",
@@ -929,6 +991,12 @@ VARIANTS = {
             "        g = 2.0 / x.shape[0] * x.T @ (x @ w - y)\n"
             "    with jax.named_scope('update'):\n"
             "        return w - lr * g\n",
+            "def scoped_step(w, x, y, lr):\n"
+            "    with jax.named_scope('grad'):\n"
+            "        g = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)\n"
+            "    with jax.named_scope('update'):\n"
+            "        updates = jax.tree.map(lambda d: -lr * d, g)  # optax's sign: added\n"
+            "        return jax.tree.map(lambda p, u: p + u, w, updates)\n",
         ],
         "wrong": [
             ("no named scopes",
@@ -1058,6 +1126,20 @@ VARIANTS = {
              "    g = jax.grad(lambda p: jnp.mean((xc @ p['w'] + p['b'] - yc) ** 2) * loss_scale)(p)\n"
              "    g = jax.tree.map(lambda g: (g / loss_scale).astype(jnp.float32), g)\n"
              "    return jax.tree.map(lambda m, g: m - lr * g, master, g)\n"),
+            ("y left in float32: the loss is promoted to float32, y never cast as asked",
+             "def mixed_precision_step(master, x, y, lr, loss_scale, compute_dtype=jnp.bfloat16):\n"
+             "    params = jax.tree.map(lambda v: v.astype(compute_dtype), master)\n"
+             "    xc = x.astype(compute_dtype)\n"
+             "    grads = jax.grad(lambda p: jnp.mean((xc @ p['w'] + p['b'] - y) ** 2) * loss_scale)(params)\n"
+             "    grads = jax.tree.map(lambda g: g.astype(jnp.float32) / loss_scale, grads)\n"
+             "    return jax.tree.map(lambda m, g: m - lr * g, master, grads)\n"),
+            ("the bias left in float32: only w is cast to compute_dtype",
+             "def mixed_precision_step(master, x, y, lr, loss_scale, compute_dtype=jnp.bfloat16):\n"
+             "    params = {'w': master['w'].astype(compute_dtype), 'b': master['b']}\n"
+             "    xc, yc = x.astype(compute_dtype), y.astype(compute_dtype)\n"
+             "    grads = jax.grad(lambda p: jnp.mean((xc @ p['w'] + p['b'] - yc) ** 2) * loss_scale)(params)\n"
+             "    grads = jax.tree.map(lambda g: g.astype(jnp.float32) / loss_scale, grads)\n"
+             "    return jax.tree.map(lambda m, g: m - lr * g, master, grads)\n"),
         ],
     },
 }
