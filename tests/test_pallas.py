@@ -332,6 +332,15 @@ def test_explain_inside_names_the_missing_op_and_why():
     assert "@pl.when(pl.program_id(axis) == 0)" in msg
 
 
+def test_inside_accepts_one_of_several_ops():
+    # The kernel of _FACTS computes a reduce: "reduce|dot_general" is met, a sum written
+    # as a product with a ones column would be too; neither of two absent ops is not.
+    assert explain_kernel_structure(_FACTS, {"inside": ["reduce|dot_general"]},
+                                    name="f(x)") is None
+    msg = explain_kernel_structure(_FACTS, {"inside": ["dot_general|case"]}, name="f(x)")
+    assert msg.startswith("f(x) does not compute `dot_general` or `case` inside its kernel")
+
+
 def test_explain_reduce_depth_and_overrides():
     msg = explain_kernel_structure(_FACTS, {"max_reduce_depth": 1}, name="f(x)",
                                    hint="my cause", fix="my fix")

@@ -125,7 +125,8 @@ def assert_kernel_structure(fn: Callable, args: Sequence = (), *, kwargs: dict |
       steps: grid steps of each kernel, the product of its grid.
       grid: the grid of each kernel, axis by axis.
       blocks: block shape of every operand, inputs then outputs.
-      inside: ops the kernels must compute (``"dot_general"``, ``"reduce"``).
+      inside: ops the kernels must compute (``"dot_general"``, ``"reduce"``; one of
+        several: ``"reduce|dot_general"``, a sum that may be a product with ones).
       not_outside: ops that must not run outside the kernels.
       not_inside: ops that no kernel may compute (a backward kernel that must read a
         residual rather than compute it again: ``["exponential", "logistic"]``).

@@ -315,6 +315,10 @@ _SOFTMAX_WEIGHTED_SUM = {
          "                  pl.BlockSpec((n, d), lambda i: (0, 0))],\n"
          "        out_specs=pl.BlockSpec((bm, d), lambda i: (i, 0)),\n"
          "        interpret=INTERPRET)(s, v)\n"),
+        ("the running maximum starts at 0 instead of -inf: rows whose scores all lie below "
+         "about -88 underflow to 0 / 0",
+         _sws(_SWS_UPDATE).replace("jnp.full(max_ref.shape, -jnp.inf, jnp.float32)",
+                                   "jnp.zeros_like(max_ref)")),
     ],
 }
 
@@ -391,6 +395,17 @@ VARIANTS = {
              "                          grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),\n"
              "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
              "                          interpret=INTERPRET)()\n"),
+            ("the column-block part of each step number added outside the kernel with jnp: "
+             "the kernel writes i * nj only",
+             "def block_ids(m, n, bm, bn):\n"
+             "    nj = pl.cdiv(n, bn)\n"
+             "    def kernel(o_ref):\n"
+             "        o_ref[...] = jnp.full(o_ref.shape, pl.program_id(0) * nj, jnp.int32)\n"
+             "    rows = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((m, n), jnp.int32),\n"
+             "                          grid=(pl.cdiv(m, bm), nj),\n"
+             "                          out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),\n"
+             "                          interpret=INTERPRET)()\n"
+             "    return rows + (jnp.arange(n, dtype=jnp.int32) // bn)[None, :]\n"),
         ],
     },
     "10_pallas_add_row_bias": {
@@ -658,6 +673,23 @@ VARIANTS = {
             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
             "                          out_specs=rows, interpret=INTERPRET)(\n"
             "        x, gamma.reshape(1, n), beta.reshape(1, n))\n",
+            # The one-pass sums as products with a column of ones (a reduction all the same).
+            "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+            "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
+            "        v = x_ref[...]\n"
+            "        d = v - v[:, :1]\n"
+            "        n = d.shape[1]\n"
+            "        ones = jnp.ones((n, 1), jnp.float32)\n"
+            "        mean_d = jnp.dot(d, ones, precision=jax.lax.Precision.HIGHEST) / n\n"
+            "        msq = jnp.dot(d * d, ones, precision=jax.lax.Precision.HIGHEST) / n\n"
+            "        var = jnp.maximum(msq - mean_d * mean_d, 0.0)\n"
+            "        o_ref[...] = (d - mean_d) * jax.lax.rsqrt(var + eps) * g_ref[...] + b_ref[...]\n"
+            "    m, n = x.shape\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    whole = pl.BlockSpec((n,), lambda i: (0,))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
+            "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n",
         ],
         "wrong": [
             ("two passes: the variance reads the mean",
