@@ -519,6 +519,15 @@ def test_a_call_that_raises_must_leave_everything_as_it_was():
         assert_cache_miss_report(_no_finally, _make_target, _RAISING, raising=True)
     with pytest.raises(CheckFailure, match="returned although one of the calls raised"):
         assert_cache_miss_report(_swallows, _make_target, _RAISING, raising=True)
+
+    def _replaces(fn, calls):
+        try:
+            return _report(fn, calls)
+        except TypeError as err:
+            raise RuntimeError("a call failed") from err
+
+    with pytest.raises(CheckFailure, match="raised RuntimeError, not the call's own error"):
+        assert_cache_miss_report(_replaces, _make_target, _RAISING, raising=True)
     with pytest.raises(CheckFailure, match="left the 'jax' logger's level and propagate changed"):
         assert_cache_miss_report(_level_and_propagation, _make_target, _CALLS)
     assert (list(logging.getLogger("jax").handlers), logging.getLogger("jax").level) == before

@@ -25,6 +25,27 @@ from autograder.core.quiet import quiet
 from autograder.jit.recompiles import MISS_MARK, _jax_log_records, stable_miss_lines
 
 
+# The expected side of a raising check: ``RAISES + type name`` of what the calls raise.
+RAISES = "raises:"
+
+
+def collect_raised(make_target: Callable, calls: Sequence) -> list[str]:
+    """``[RAISES + name]`` of the error the calls of a new target raise (``[]`` if none).
+
+    >>> import jax.numpy as jnp
+    >>> collect_raised(lambda: (lambda v: v + 1), [(jnp.ones(2),), ("text",)])
+    ['raises:TypeError']
+    """
+    target = make_target()
+    with quiet():
+        try:
+            for args in calls:
+                target(*args)
+        except Exception as err:  # noqa: BLE001 - what it raised is the fact
+            return [RAISES + type(err).__name__]
+    return []
+
+
 def collect_jax_explanations(make_target: Callable, calls: Sequence) -> list[str]:
     """What JAX logs, with ``jax_explain_cache_misses`` on, for ``calls`` of a new target.
 
@@ -158,6 +179,15 @@ def explain_cache_miss_report(observed: dict, expected: list[str], *, name: str,
             cause="an except clause that swallows the error",
             fix="let the error propagate: put the clean-up in a `finally:` block, not in "
                 "an `except:`", section=section)
+    own = [w[len(RAISES):] for w in expected if w.startswith(RAISES)]
+    if raising and own and raised != own[0]:
+        return format_failure(
+            f"{name} raised {safe_error_type(raised)}, not the call's own error",
+            expected=f"the {safe_error_type(own[0])} the call raised",
+            got=safe_error_type(raised),
+            cause="an except clause that raises another error in place of the call's",
+            fix="let the call's error propagate: put the clean-up in a `finally:` block",
+            section=section)
     when = " after a call that raised" if raising else ""
     if observed.get("problem"):
         return format_failure(f"{name} {observed['problem']}",
@@ -269,7 +299,7 @@ def assert_cache_miss_report(fn: Callable, make_target: Callable, calls: Sequenc
                      observe=lambda: collect_cache_miss_report(fn, make_target(), calls,
                                                                prior=prior),
                      observe_as="facts",
-                     expect=(lambda: []) if raising else (
+                     expect=(lambda: collect_raised(make_target, calls)) if raising else (
                          lambda: collect_jax_explanations(make_target, calls)),
                      expect_as="facts",
                      params=dict(section=section, hint=hint, fix=fix, raising=bool(raising))))

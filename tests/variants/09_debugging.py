@@ -527,6 +527,22 @@ VARIANTS = {
              "        jax.config.update('jax_explain_cache_misses', False)\n"
              "        logger.removeHandler(handler)\n"
              "    return [m for m in lines if 'TRACING CACHE MISS' in m]\n"),
+            ("a call's error replaced by another: the caller cannot tell what went wrong",
+             "def cache_miss_report(fn, calls):\n"
+             "    lines = []\n"
+             "    handler = logging.Handler()\n"
+             "    handler.emit = lambda record: lines.append(record.getMessage())\n"
+             "    logger = logging.getLogger('jax')\n"
+             "    logger.addHandler(handler)\n"
+             "    try:\n"
+             "        with jax.explain_cache_misses(True):\n"
+             "            for args in calls:\n"
+             "                fn(*args)\n"
+             "    except Exception as err:\n"
+             "        raise RuntimeError('a call failed') from err\n"
+             "    finally:\n"
+             "        logger.removeHandler(handler)\n"
+             "    return [m for m in lines if 'TRACING CACHE MISS' in m]\n"),
         ],
     },
     "09_debugging_train": {
