@@ -35,7 +35,6 @@ _COLLECTIVE_OP = re.compile(
 _COLLECTIVE_COUNT = re.compile(
     r"(?<![\w.%-])(ragged-all-to-all|all-reduce|all-gather|reduce-scatter|"
     r"collective-permute|all-to-all|collective-broadcast)(?:-start)?\(")
-_OP = re.compile(r"\b((?:stablehlo|func|sdy|chlo|mhlo|[a-z_]+)\.[a-z_0-9]+)(?=[ (<{\"])")
 
 
 _LOCATION = re.compile(r"\s*loc\((?:[^()\"]|\"[^\"]*\"|\((?:[^()\"]|\"[^\"]*\"|\([^()]*\))*\))*\)")
@@ -55,10 +54,13 @@ def program_digest(text: str) -> str:
     return hashlib.sha256(_LOCATION.sub("", "\n".join(lines)).encode()).hexdigest()[:16]
 
 
+# An operation's name at the start of its line (``%0 = stablehlo.add ...``).
+_OP = re.compile(r"^\s*(?:%[\w#:, %]+ = )?\"?([a-z_]+\.[a-z_0-9]+)")
+
+
 def static_facts(text: str) -> dict:
     """Facts read from a program's StableHLO text alone (no JAX needed)."""
-    ops = Counter(m.group(1) for m in re.finditer(r"(?m)^\s*(?:%[\w#:, %]+ = )?\"?"
-                                                   r"([a-z_]+\.[a-z_0-9]+)", text))
+    ops = Counter(m.group(1) for line in text.splitlines() if (m := _OP.match(line)))
     targets = re.findall(r"custom_call\s*@([\w.$]+)", text)
     targets += re.findall(r'call_target_name\s*=\s*"([^"]+)"', text)
     refused = sorted({op for op in ops if op.split(".")[0] not in ALLOWED_DIALECTS}
@@ -79,7 +81,6 @@ def static_facts(text: str) -> dict:
             "region_work": region_work(text), "digest": program_digest(text)}
 
 
-_OP = re.compile(r"^\s*(?:%[\w#:, %]+ = )?\"?([a-z_]+\.[a-z_0-9]+)")
 _FUNC = re.compile(r'^\s*func\.func\b[^@]*@("[^"]+"|[\w.$-]+)\(')
 _CALL = re.compile(r'\bcall @("[^"]+"|[\w.$-]+)\(')
 
@@ -150,7 +151,7 @@ def _manual_ops(text: str) -> dict:
             inner = lines[i]
             if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
                 break
-            m = re.match(r'\s*(?:%[\w#:, %]+ = )?"?([a-z_]+\.[a-z_0-9]+)', inner)
+            m = _OP.match(inner)
             if m:
                 ops[m.group(1)] += 1
             i += 1
