@@ -655,6 +655,17 @@ def test_explain_scopes_exclusive():
     assert text.startswith("step has `dot_general` ops outside jax.named_scope('grad')")
 
 
+def test_explain_scopes_accepts_one_of_several_primitives():
+    # w + (-lr) * g has an add, no sub: "sub|add" is met by either, in the scope.
+    facts = {"mul": ["update"], "add": ["update"], "dot_general": ["grad"]}
+    assert explain_scopes(facts, required={"update": ["mul", "sub|add"]}, exclusive={},
+                          name="step") is None
+    text = explain_scopes({**facts, "add": [""]}, required={"update": ["sub|add"]},
+                          exclusive={}, name="step")
+    assert text.startswith("step has no `sub` or `add` inside jax.named_scope('update')")
+    assert "got:      `sub` or `add` ops in scopes: (no scope)" in text
+
+
 def test_dot_dtypes():
     a = jnp.ones((2, 3), jnp.bfloat16)
     assert_dot_dtypes(lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32), (a,),
