@@ -43,8 +43,8 @@ from autograder.programs.pallas_kernels import collect_kernel_facts
 from autograder.autodiff.grads import (
     assert_grad_matches_numeric, assert_grads_match_numeric, collect_grad_errors)
 from autograder.autodiff.facts import (
-    assert_arrays_at_most, assert_saved_residuals, collect_array_sizes,
-    collect_saved_residuals, explain_array_sizes, explain_saved_residuals,
+    assert_arrays_at_most, assert_saved_residuals, assert_work_at_most, collect_array_sizes,
+    collect_saved_residuals, explain_array_sizes, explain_saved_residuals, explain_work,
     export_residuals, residuals_of)
 from autograder.autodiff.memory import (
     assert_memory_reduced, collect_memory, explain_memory_reduction)

@@ -506,3 +506,56 @@ def test_a_forced_branch_is_the_one_that_runs():
     assert jnp.allclose(probe.run()[0][0], jax.nn.relu(x))
     assert jnp.allclose(probe.run(path=((0, 0), (1, 1)))[0][0], jnp.tanh(x))
     assert jnp.allclose(probe.run(path=((0, 0), (1, 0)))[0][0], jax.nn.softplus(x))
+
+
+# ------------------------------------------------------------------ work (08's Jacobian mode)
+
+
+def _work(fn, *args) -> dict:
+    from autograder.programs.region_work import program_work
+
+    return program_work(jax.jit(fn).lower(*args).as_text())
+
+
+def test_work_counts_a_loop_body_once_per_trip_and_a_call_once_per_call():
+    x = jnp.ones(10)
+    once = _work(lambda x: jnp.sin(x) * 2.0, x)["elements"]
+    assert once == 20
+    looped = _work(lambda xs: lax.map(lambda r: jnp.sin(r) * 2.0, xs), jnp.ones((7, 10)))
+    assert 7 * once <= looped["elements"] <= 7 * once + 7 * 8  # + the counter's scalars
+    inner = jax.jit(lambda x: jnp.sin(x) * 2.0)
+    twice = _work(lambda x: inner(inner(x)), x)["elements"]
+    assert twice == 2 * once
+    assert looped["unknown_loops"] == 0
+
+
+def test_a_loop_that_stops_on_a_computed_condition_is_counted_once_and_said():
+    def until_small(x):
+        return lax.while_loop(lambda c: jnp.sum(c) > 1.0, lambda c: c * 0.5, x)
+    work = _work(until_small, jnp.ones(10))
+    assert work["unknown_loops"] == 1 and work["elements"] < 100
+
+
+def _tall(x):
+    return jnp.sin(jnp.linspace(0.0, 1.0, 200) * x[0]) * x[1] + x[2]
+
+
+def _forward_in_a_loop(x):  # forward mode one tangent at a time: the right mode here
+    _, f_jvp = jax.linearize(_tall, x)
+    return lax.map(f_jvp, jnp.eye(3)).T
+
+
+def _reverse_in_a_loop(x):  # reverse mode one cotangent at a time: 200 passes
+    _, f_vjp = jax.vjp(_tall, x)
+    return lax.map(lambda e: f_vjp(e)[0], jnp.eye(200))
+
+
+def test_the_wrong_mode_costs_its_passes_batched_or_looped():
+    from autograder import assert_work_at_most
+
+    x = jnp.array([0.7, -1.3, 2.1])
+    reference = jax.jacfwd(_tall)
+    assert_work_at_most(_forward_in_a_loop, reference, (x,), 8)
+    for wrong in (jax.jacrev(_tall), _reverse_in_a_loop):
+        with pytest.raises(CheckFailure, match="times the work of the reference"):
+            assert_work_at_most(wrong, reference, (x,), 8)

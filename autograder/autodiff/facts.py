@@ -11,6 +11,9 @@ Facts from exported programs (derived outside the student's process):
 - ``autodiff_array_sizes`` (:func:`assert_arrays_at_most`): the largest tensor type of
   the program (``largest_array``), i.e. whether a Jacobian or Hessian was formed; the
   program is tied to the graded function by its values on the grader's inputs;
+- ``autodiff_work`` (:func:`assert_work_at_most`): the program's work (``work``,
+  elements computed with loop trips) against the reference program's, i.e. whether a
+  Jacobian was built in the mode its shape calls for;
 - ``autodiff_saved_residuals`` (:func:`assert_saved_residuals`): the output avals of the
   program ``args -> leaves of jax.vjp(fn, *args)[1]``, i.e. what reverse mode keeps;
 - ``autodiff_memory`` (:mod:`autograder.autodiff.memory`): ``temp_bytes`` of the
@@ -191,6 +194,83 @@ def _explain_array_sizes_check(observed, expected, *, label: str, at_most: int, 
                                 "largest_type": largest.get("type", "")},
                                at_most=at_most, name=label, what=what, section=section,
                                hint=hint, fix=fix)
+
+
+def explain_work(observed: dict, reference: dict, *, times: float, name: str,
+                 section: str | None = None, hint: str | None = None,
+                 fix: str | None = None) -> str | None:
+    """The message when a program does more than ``times`` the reference's work
+    (``observed``/``reference``: :func:`autograder.programs.region_work.program_work`).
+
+    >>> explain_work({"elements": 9000}, {"elements": 6000}, times=8, name="jac") is None
+    True
+    >>> print(explain_work({"elements": 480000}, {"elements": 6000}, times=8, name="jac"))
+    the program of jac does 80 times the work of the reference's
+      expected: at most 8 times the reference's 6000 elements computed
+      got:      480000 elements computed (loop bodies counted once per trip)
+      likely cause: the Jacobian was built in the other mode: one linearized pass per input where there are fewer outputs, or per output where there are fewer inputs
+    """
+    mine, theirs = int(observed.get("elements", 0)), int(reference.get("elements", 0))
+    if theirs <= 0 or mine <= times * theirs:
+        return None
+    return format_failure(
+        f"the program of {name} does {mine / theirs:.0f} times the work of the reference's",
+        expected=f"at most {times:g} times the reference's {theirs} elements computed",
+        got=f"{mine} elements computed (loop bodies counted once per trip)",
+        cause=hint or ("the Jacobian was built in the other mode: one linearized pass per "
+                       "input where there are fewer outputs, or per output where there are "
+                       "fewer inputs"),
+        fix=fix, section=section)
+
+
+def assert_work_at_most(fn: Callable, reference: Callable, args: Sequence, times: float, *,
+                        name: str | None = None, section: str | None = None,
+                        hint: str | None = None, fix: str | None = None) -> None:
+    """Asserts that the exported program of ``fn`` does at most ``times`` the work of
+    ``reference``'s on ``args``.
+
+    Work is what the program computes when it runs (:func:`program_work`: the elements
+    its computing operations read or write, loop bodies counted once per trip, calls
+    once per call), so it follows the cost rather than the program's size or its op
+    names: a Jacobian built in the wrong mode runs max(n, m) linearized passes instead
+    of min(n, m), batched or one after another, and does about max(n, m) / min(n, m)
+    times the work. Both programs are exported in every mode; the student's is tied to
+    the graded function by its values on the grader's inputs (the reference's values).
+
+    >>> import jax, jax.numpy as jnp
+    >>> f = lambda x: jnp.sin(x[0] * jnp.arange(100.0))   # R^1 -> R^100
+    >>> assert_work_at_most(jax.jacfwd(f), jax.jacfwd(f), (jnp.ones(1),), 8)
+    """
+    __tracebackhide__ = True
+    label = name or call_signature(fn, args)
+    args = tuple(args)
+    run(Check("autodiff_work", label,
+              observe=lambda: programs_of((fn, args, None)),
+              expect=lambda: programs_of((reference, args, None)),
+              observe_as="artifact", expect_as="artifact",
+              params=dict(times=float(times), section=section, hint=hint, fix=fix)))
+
+
+@explainer("autodiff_work")
+def _explain_work_check(observed, expected, *, label: str, times: float,
+                        section: str | None = None, hint: str | None = None,
+                        fix: str | None = None, **_ignored) -> str | None:
+    from autograder.programs.artifacts import explain_values_tie
+
+    problem = explain_program(observed, None, label=label, section=section)
+    if problem:
+        return problem
+    theirs = program_facts(expected)
+    if not theirs or not isinstance(theirs[0], dict) or "work" not in theirs[0]:
+        return format_failure(f"the grader has no reference program for {label}",
+                              section=section)
+    mine_out, their_out = getattr(observed, "outputs", ()), getattr(expected, "outputs", ())
+    if mine_out and their_out:
+        message = explain_values_tie(mine_out[0], their_out[0], label=label, section=section)
+        if message:
+            return message
+    return explain_work(program_facts(observed)[0].get("work") or {}, theirs[0]["work"],
+                        times=times, name=label, section=section, hint=hint, fix=fix)
 
 
 # ---------------------------------------------------------------- saved residuals

@@ -10,7 +10,10 @@ region ops and outside them, following calls into the functions they call.
 """
 from __future__ import annotations
 
-from autograder.programs.mlir import Op, parse_module
+import math
+
+from autograder.programs.mlir import Op, dims, parse_module, signature_types
+from autograder.programs.while_trips import while_trip_counts
 
 # Operations that move, reshape or relabel data, and the program's own structure:
 # the allow-list of what may stand outside a loop or a branch at no cost.
@@ -77,6 +80,72 @@ def region_work(text: str) -> dict[str, dict[str, int]]:
     if "main" in funcs:
         walk(funcs["main"][1], frozenset())
     return counts
+
+
+def program_work(text: str) -> dict:
+    """``{"elements": w, "unknown_loops": k}``: how many elements the program's computing
+    operations produce when it runs, each loop body counted once per trip and each
+    called function once per call; ``k`` loops whose trip count is not a constant
+    (a ``while_loop`` that stops on a computed condition) count their body once.
+
+    A cost that follows the work rather than the program's size or its names: a
+    Jacobian built in the wrong mode runs max(n, m) linearized passes instead of
+    min(n, m), batched (a larger array) or one after another in a loop (more trips),
+    and either way produces about max(n, m) / min(n, m) times as many elements.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from jax import lax
+    >>> once = jax.jit(lambda x: jnp.sin(x) * 2.0).lower(jnp.ones(10)).as_text()
+    >>> program_work(once)
+    {'elements': 20, 'unknown_loops': 0}
+    >>> looped = jax.jit(lambda xs: lax.map(lambda x: jnp.sin(x) * 2.0, xs)).lower(jnp.ones((7, 10)))
+    >>> program_work(looped.as_text())["elements"] >= 7 * 20
+    True
+    """
+    funcs = parse_module(text)
+    trips: dict[str, list] = {}
+    chunks = _function_texts(text)
+    for k, name in enumerate(funcs):
+        # Unknown counts where the two readings do not see the same functions.
+        trips[name] = while_trip_counts(chunks[k]) if len(chunks) == len(funcs) else []
+    unknown = [0]
+
+    def cost(ops: list[Op], func: str, order: list, depth: int) -> int:
+        total = 0
+        for op in ops:
+            if op.kind == "stablehlo.while":
+                k = order.pop(0) if order else None
+                if not isinstance(k, int):
+                    unknown[0] += 1
+                    k = 1
+                total += max(k, 0) * sum(cost(r, func, order, depth) for r in op.regions)
+                continue
+            if op.kind == "func.call" and op.callee in funcs and depth < 64:
+                total += cost(funcs[op.callee][1], op.callee, list(trips[op.callee]), depth + 1)
+            elif op.kind not in LAYOUT and op.kind != "func.call":
+                # The most elements the op reads or writes: a reduction reads its whole
+                # input, an elementwise op writes as many as it reads.
+                ins, outs = signature_types(op.sig or "")
+                total += max((math.prod(dims(t)) for t in ins + outs), default=0)
+            # A reduction's body (the adder) runs once per element reduced: its own
+            # elements are scalars, counted in the reduce's output; the branches of a
+            # case are counted as if every one ran (an upper bound of one branch).
+            for region in op.regions:
+                if op.kind in ("stablehlo.case", "stablehlo.if"):
+                    total += cost(region, func, order, depth)
+        return total
+
+    elements = cost(funcs["main"][1], "main", list(trips.get("main", [])), 0) if "main" in funcs else 0
+    return {"elements": int(elements), "unknown_loops": unknown[0]}
+
+
+def _function_texts(text: str) -> list[str]:
+    """The text of each ``func.func`` of a module, in order (while_trip_counts reads one
+    function at a time, in the order of its loops)."""
+    import re
+
+    starts = [m.start() for m in re.finditer(r"(?m)^\s*func\.func ", text)]
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
 
 
 def explain_region_work(facts: dict, region: str, *, label: str, section: str | None = None,

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 
 from autograder.programs.array_sizes import largest_array
-from autograder.programs.region_work import region_work
+from autograder.programs.region_work import program_work, region_work
 from autograder.programs.while_trips import while_trip_counts
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
@@ -78,7 +78,8 @@ def static_facts(text: str) -> dict:
             "manual_ops": _manual_ops(text), "size": len(text),
             "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
             "largest_array": largest_array(text),
-            "region_work": region_work(text), "digest": program_digest(text)}
+            "region_work": region_work(text), "work": program_work(text),
+            "digest": program_digest(text)}
 
 
 _FUNC = re.compile(r'^\s*func\.func\b[^@]*@("[^"]+"|[\w.$-]+)\(')

@@ -59,8 +59,37 @@ VARIANTS = {
             "        cols = [jax.jvp(f, (x,), (jnp.zeros(n).at[i].set(1.0),))[1] for i in range(n)]\n"
             "        return jnp.stack(cols, axis=1)\n"
             "    return jnp.stack([f_vjp(jnp.zeros(m).at[i].set(1.0))[0] for i in range(m)])\n",
+            # One pass at a time in lax.map, in the right mode: one linearization, then
+            # min(n, m) passes (no array larger than J, the work of the right mode).
+            "def jacobian_by_shape(f, x):\n"
+            "    n, m = x.shape[0], jax.eval_shape(f, x).shape[0]\n"
+            "    if n <= m:\n"
+            "        _, f_jvp = jax.linearize(f, x)\n"
+            "        return lax.map(f_jvp, jnp.eye(n, dtype=x.dtype)).T\n"
+            "    _, f_vjp = jax.vjp(f, x)\n"
+            "    return lax.map(lambda e: f_vjp(e)[0], jnp.eye(m, dtype=x.dtype))\n",
         ],
         "wrong": [
+            # The mode judged by its cost: each of these keeps every array no larger than J.
+            ("forward mode one tangent at a time in lax.map, whatever the shape: 300 "
+             "passes for a map with 4 outputs",
+             "def jacobian_by_shape(f, x):\n"
+             "    _, f_jvp = jax.linearize(f, x)\n"
+             "    return lax.map(f_jvp, jnp.eye(x.shape[0], dtype=x.dtype)).T\n"),
+            ("reverse mode in a Python loop over the outputs, whatever the shape: 200 VJPs "
+             "for a map with 3 inputs",
+             "def jacobian_by_shape(f, x):\n"
+             "    y, f_vjp = jax.vjp(f, x)\n"
+             "    m = y.shape[0]\n"
+             "    return jnp.stack([f_vjp(jnp.zeros(m, x.dtype).at[i].set(1.0))[0] for i in range(m)])\n"),
+            ("the modes exchanged, each one pass at a time in lax.map",
+             "def jacobian_by_shape(f, x):\n"
+             "    n, m = x.shape[0], jax.eval_shape(f, x).shape[0]\n"
+             "    if n > m:\n"
+             "        _, f_jvp = jax.linearize(f, x)\n"
+             "        return lax.map(f_jvp, jnp.eye(n, dtype=x.dtype)).T\n"
+             "    _, f_vjp = jax.vjp(f, x)\n"
+             "    return lax.map(lambda e: f_vjp(e)[0], jnp.eye(m, dtype=x.dtype))\n"),
             ("always reverse mode: an m x m identity of cotangents for a tall map",
              "def jacobian_by_shape(f, x):\n    return jax.jacrev(f)(x)\n"),
             ("always forward mode: an n x n identity of tangents for a wide map",
