@@ -666,6 +666,37 @@ def test_explain_scopes_accepts_one_of_several_primitives():
     assert "got:      `sub` or `add` ops in scopes: (no scope)" in text
 
 
+def _sgd_step(update, loss=lambda r: jnp.mean(r ** 2)):
+    def scoped_step(w, x, y, lr):
+        with jax.named_scope("grad"):
+            g = jax.grad(lambda w: loss(x @ w - y))(w)
+        with jax.named_scope("update"):
+            return update(w, g, lr)
+    return scoped_step
+
+
+def test_the_update_scope_holds_the_update_only():
+    # One product with the gradient, however the update is written; a factor of the
+    # gradient moved into the update (its mean's 2/n, on the gradient) is one too many.
+    # The learning rate's own scalar arithmetic is not counted (optax's -1 * lr).
+    import optax
+
+    def with_optax(w, g, lr):
+        updates, _ = optax.sgd(lr).update(g, optax.sgd(lr).init(w))
+        return optax.apply_updates(w, updates)
+
+    args = (jnp.array([1.0, -1.0, 0.5]), jnp.arange(12.0).reshape(4, 3) / 10, jnp.ones(4), 0.1)
+    rules = dict(required={"update": ["sub|add"]}, exclusive={"dot_general": "grad"},
+                 at_most={"update": {"multiply|divide": 1}})
+    for update in (lambda w, g, lr: w - lr * g, lambda w, g, lr: w + (-lr) * g, with_optax):
+        assert_named_scopes(_sgd_step(update), args, **rules)
+    summed = lambda r: jnp.sum(r ** 2)
+    for update in (lambda w, g, lr: w - lr * (g * 2.0 / 4), lambda w, g, lr: w - lr * g / 2.0):
+        with pytest.raises(CheckFailure, match="does more arithmetic inside "
+                                               "jax.named_scope\\('update'\\)"):
+            assert_named_scopes(_sgd_step(update, summed), args, **rules)
+
+
 def test_dot_dtypes():
     a = jnp.ones((2, 3), jnp.bfloat16)
     assert_dot_dtypes(lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32), (a,),

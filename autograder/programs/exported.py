@@ -39,10 +39,14 @@ def exported_text(fn: Callable, args: Sequence, *, name: str | None = None,
 
 def explain_scopes(facts: dict, *, required: dict[str, Sequence[str]],
                    exclusive: dict[str, str], name: str, section: str | None = None,
-                   hint: str | None = None, fix: str | None = None) -> str | None:
+                   hint: str | None = None, fix: str | None = None,
+                   at_most: dict[str, dict[str, int]] | None = None,
+                   counts: Sequence[Sequence] = ()) -> str | None:
     """Judges named scopes: each ``required[scope]`` primitive appears inside ``scope``
     (``"sub|add"``: one of them, for maths that may be written either way); every op of
-    an ``exclusive`` primitive lies inside its scope.
+    an ``exclusive`` primitive lies inside its scope; ``at_most[scope][ops]``: the scope
+    holds at most that many operations on arrays among ``ops`` (StableHLO names,
+    ``"multiply|divide"``), counted in ``counts`` (:func:`autograder.programs.text.scope_op_counts`).
 
     >>> facts = {"dot_general": ["grad"], "sub": ["update"]}
     >>> explain_scopes(facts, required={"update": ["sub"]}, exclusive={"dot_general": "grad"},
@@ -74,6 +78,22 @@ def explain_scopes(facts: dict, *, required: dict[str, Sequence[str]],
                     fix=fix or (f"wrap the {_ROLE.get(scope, scope)} in `with "
                                 f"jax.named_scope({scope!r}):`"),
                     section=section)
+    for scope, limits in (at_most or {}).items():
+        for ops, limit in limits.items():
+            names = ops.split("|")
+            found = sum(int(n) for path, op, n in counts
+                        if op in names and scope in str(path).split("/"))
+            if found > limit:
+                shown = " or ".join(f"`{o}`" for o in names)
+                return format_failure(
+                    f"{name} does more arithmetic inside jax.named_scope({scope!r}) than "
+                    f"the {_ROLE.get(scope, scope)} itself",
+                    expected=f"at most {limit} {shown} op(s) on arrays there",
+                    got=f"{found}",
+                    cause=hint or (f"part of another computation (a factor of the gradient, "
+                                   f"its mean's 1/n) moved into the {_ROLE.get(scope, scope)}"),
+                    fix=fix or f"keep only the {_ROLE.get(scope, scope)} inside the scope",
+                    section=section)
     for prim, scope in exclusive.items():
         outside = [p for p in facts.get(prim, []) if scope not in p.split("/")]
         if outside:
@@ -93,12 +113,15 @@ _ROLE = {"update": "parameter update", "grad": "gradient computation (forward an
 
 def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusive: dict,
                         section: str | None = None, hint: str | None = None,
-                        fix: str | None = None, name: str | None = None) -> None:
+                        fix: str | None = None, name: str | None = None,
+                        at_most: dict | None = None) -> None:
     """Exports ``jax.jit(fn)`` at ``args`` and judges its named scopes.
 
     ``required``: ``{scope: [primitives]}``, each primitive must appear inside that
     scope; ``exclusive``: ``{primitive: scope}``, every op of the primitive must lie
-    inside the scope. Returns nothing: the facts are derived from the exported program
+    inside the scope; ``at_most``: ``{scope: {"multiply|divide": n}}``, the scope holds
+    at most ``n`` of those operations on arrays (StableHLO names; a scalar's arithmetic,
+    such as a learning rate's, is not counted). Returns nothing: the facts are derived from the exported program
     (outside the student's process when grading).
 
     >>> import jax, jax.numpy as jnp
@@ -115,7 +138,8 @@ def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusi
     run(Check("named_scopes", label, observe=lambda: programs_of((fn, tuple(args), None)),
               observe_as="artifact",
               params=dict(required={k: list(v) for k, v in required.items()},
-                          exclusive=dict(exclusive), section=section, hint=hint, fix=fix)))
+                          exclusive=dict(exclusive), section=section, hint=hint, fix=fix,
+                          at_most={k: dict(v) for k, v in (at_most or {}).items()})))
 
 
 def _program(observed, expected, label, section) -> tuple[str | None, dict]:
@@ -125,13 +149,15 @@ def _program(observed, expected, label, section) -> tuple[str | None, dict]:
 
 @explainer("named_scopes")
 def _explain_scopes(observed, expected, *, label: str, required: dict, exclusive: dict,
-                    section=None, hint=None, fix=None, **_ignored) -> str | None:
+                    section=None, hint=None, fix=None, at_most=None,
+                    **_ignored) -> str | None:
     problem, facts = _program(observed, expected, label, section)
     if problem:
         return problem
     text = " ".join(f'loc("{name}")' for name in facts.get("locations", []))
     return explain_scopes(scope_facts(text), required=required, exclusive=exclusive,
-                          name=label, section=section, hint=hint, fix=fix)
+                          name=label, section=section, hint=hint, fix=fix, at_most=at_most,
+                          counts=facts.get("scope_ops") or [])
 
 
 # ------------------------------------------------------------------ matrix products

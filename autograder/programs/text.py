@@ -79,6 +79,7 @@ def static_facts(text: str) -> dict:
             "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
             "largest_array": largest_array(text),
             "region_work": region_work(text), "work": program_work(text),
+            "scope_ops": scope_op_counts(text),
             "digest": program_digest(text)}
 
 
@@ -247,6 +248,55 @@ def scope_facts(text: str) -> dict[str, list[str]]:
         scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
         facts.setdefault(parts[-1], set()).add("/".join(scopes))
     return {prim: sorted(paths) for prim, paths in sorted(facts.items())}
+
+
+_LOC_ALIAS = re.compile(r'^#(loc\d+) = loc\("((?:jit|pjit)\([^"]*)"', re.M)
+_OP_LOC = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[\w.]+)"?.*\bloc\((?:#(loc\d+)|"((?:jit|pjit)\([^"]*)")')
+
+
+_TENSOR_TYPE = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?[^<>]*)>")
+
+
+def _dims(tensor_body: str) -> list[str]:
+    return [p for p in tensor_body.split(",")[0].split("x")[:-1] if p.isdigit() or p == "?"]
+
+
+def scope_op_counts(text: str) -> list[list]:
+    r"""``[[scope path, op, count], ...]``: how many computing operations on arrays
+    (StableHLO op names; layout left out, :data:`autograder.programs.region_work.LAYOUT`,
+    and scalar arithmetic too) each named scope holds. :func:`scope_facts` says where a
+    primitive appears; this says how much arithmetic on arrays a scope does, so that
+    "the update is ``w - lr * g``" can be judged: one multiply, one subtract.
+
+    >>> text = ('%0 = stablehlo.broadcast_in_dim %a, dims = [] : (tensor<f32>) -> tensor<3xf32> loc(#loc5)\n'
+    ...         '%1 = stablehlo.multiply %0, %b : tensor<3xf32> loc(#loc5)\n'
+    ...         '%2 = stablehlo.multiply %1, %b : tensor<3xf32> loc(#loc6)\n'
+    ...         '%3 = stablehlo.subtract %c, %2 : tensor<3xf32> loc(#loc7)\n'
+    ...         '%4 = stablehlo.multiply %s, %s : tensor<f32> loc(#loc6)\n'
+    ...         '#loc5 = loc("jit(step)/update/mul"(#loc1))\n'
+    ...         '#loc6 = loc("jit(step)/update/mul"(#loc2))\n'
+    ...         '#loc7 = loc("jit(step)/update/sub"(#loc2))\n')
+    >>> scope_op_counts(text)
+    [['update', 'multiply', 2], ['update', 'subtract', 1]]
+    """
+    from autograder.programs.region_work import LAYOUT
+
+    names = dict(_LOC_ALIAS.findall(text))
+    counts: Counter = Counter()
+    for line in text.splitlines():
+        m = None if line.startswith("#") else _OP_LOC.match(line)
+        if not m or m.group(1) in LAYOUT:
+            continue
+        types = _TENSOR_TYPE.findall(line.split(" loc(")[0])
+        if not types or not _dims(types[-1]):
+            continue  # a scalar (the learning rate's own arithmetic): not the update's
+        name = names.get(m.group(2)) if m.group(2) else m.group(3)
+        parts = (name or "").split("/")
+        if len(parts) < 2:
+            continue
+        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
+        counts[("/".join(scopes), m.group(1).split(".", 1)[-1])] += 1
+    return [[scope, op, n] for (scope, op), n in sorted(counts.items())][:500]
 
 
 def _element_type(tensor: str) -> str:

@@ -1015,6 +1015,18 @@ VARIANTS = {
             "        return jax.tree.map(lambda p, u: p + u, w, updates)\n",
         ],
         "wrong": [
+            ("part of the gradient (its mean's 2/n) applied in the update scope",
+             "def scoped_step(w, x, y, lr):\n"
+             "    with jax.named_scope('grad'):\n"
+             "        g = jax.grad(lambda w: jnp.sum((x @ w - y) ** 2))(w)\n"
+             "    with jax.named_scope('update'):\n"
+             "        return w - lr * (g * 2.0 / x.shape[0])\n"),
+            ("the mean's division done in the update scope",
+             "def scoped_step(w, x, y, lr):\n"
+             "    with jax.named_scope('grad'):\n"
+             "        g = jax.grad(lambda w: 2.0 * jnp.sum((x @ w - y) ** 2))(w)\n"
+             "    with jax.named_scope('update'):\n"
+             "        return w - lr * g / (2.0 * x.shape[0])\n"),
             ("no named scopes",
              "def scoped_step(w, x, y, lr):\n"
              "    return w - lr * jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)\n"),
