@@ -127,12 +127,11 @@ def program_work(text: str) -> dict:
                 # input, an elementwise op writes as many as it reads.
                 ins, outs = signature_types(op.sig or "")
                 total += max((math.prod(dims(t)) for t in ins + outs), default=0)
-            # A reduction's body (the adder) runs once per element reduced: its own
-            # elements are scalars, counted in the reduce's output; the branches of a
-            # case are counted as if every one ran (an upper bound of one branch).
+            # Every other region once: a case's branches as if each ran (an upper bound
+            # of the one that does), a shard_map body, a reduction's scalar adder (its
+            # work is counted in the elements the reduce reads).
             for region in op.regions:
-                if op.kind in ("stablehlo.case", "stablehlo.if"):
-                    total += cost(region, func, order, depth)
+                total += cost(region, func, order, depth)
         return total
 
     elements = cost(funcs["main"][1], "main", list(trips.get("main", [])), 0) if "main" in funcs else 0
