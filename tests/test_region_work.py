@@ -559,3 +559,14 @@ def test_the_wrong_mode_costs_its_passes_batched_or_looped():
     for wrong in (jax.jacrev(_tall), _reverse_in_a_loop):
         with pytest.raises(CheckFailure, match="times the work of the reference"):
             assert_work_at_most(wrong, reference, (x,), 8)
+
+
+def test_work_inside_a_shard_map_body_counts():
+    from jax.sharding import PartitionSpec as P
+
+    n = min(len(jax.devices()), 4)
+    mesh = jax.make_mesh((n,), ("x",))
+    body = jax.shard_map(lambda b: jnp.sin(b) * 2.0, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    x = jax.device_put(jnp.ones(8 * n), jax.sharding.NamedSharding(mesh, P("x")))
+    work = _work(body, x)
+    assert work["elements"] >= 2 * 8  # sin and multiply on each device's block of 8
