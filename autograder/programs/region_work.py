@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from autograder.programs.mlir import Op, dims, parse_module, signature_types
-from autograder.programs.while_trips import while_trip_counts
+from autograder.programs.while_trips import trip_counts_by_function
 
 # Operations that move, reshape or relabel data, and the program's own structure:
 # the allow-list of what may stand outside a loop or a branch at no cost.
@@ -46,7 +46,7 @@ def tally(counts: dict, name: str, enclosing: frozenset) -> frozenset:
     return own
 
 
-def region_work(text: str) -> dict[str, dict[str, int]]:
+def region_work(text: str, funcs: dict | None = None) -> dict[str, dict[str, int]]:
     """For each kind of region op (``"loop"``, ``"branch"``): ``{"regions": n, "inside":
     k, "outside": m}``, how many such ops the program holds, and how many computing
     operations lie inside their regions and outside them. One parse, one walk.
@@ -64,7 +64,7 @@ def region_work(text: str) -> dict[str, dict[str, int]]:
     >>> region_work(jax.jit(dead).lower(1.0).as_text())["loop"]
     {'regions': 1, 'inside': 3, 'outside': 18}
     """
-    funcs = parse_module(text)
+    funcs = parse_module(text) if funcs is None else funcs
     counts = new_counts()
 
     def walk(ops: list[Op], enclosing: frozenset) -> None:
@@ -82,7 +82,8 @@ def region_work(text: str) -> dict[str, dict[str, int]]:
     return counts
 
 
-def program_work(text: str) -> dict:
+def program_work(text: str, funcs: dict | None = None,
+                 trips: list[list] | None = None) -> dict:
     """``{"elements": w, "unknown_loops": k}``: how many elements the program's computing
     operations produce when it runs, each loop body counted once per trip and each
     called function once per call; ``k`` loops whose trip count is not a constant
@@ -101,16 +102,17 @@ def program_work(text: str) -> dict:
     >>> looped = jax.jit(lambda xs: lax.map(lambda x: jnp.sin(x) * 2.0, xs)).lower(jnp.ones((7, 10)))
     >>> program_work(looped.as_text())["elements"] >= 7 * 20
     True
+
+    ``funcs``/``trips``: the module already parsed (:func:`parse_module`) and its
+    :func:`trip_counts_by_function`, where the caller has them.
     """
-    funcs = parse_module(text)
-    trips: dict[str, list] = {}
-    chunks = _function_texts(text)
-    for k, name in enumerate(funcs):
-        # Unknown counts where the two readings do not see the same functions.
-        trips[name] = while_trip_counts(chunks[k]) if len(chunks) == len(funcs) else []
+    funcs = parse_module(text) if funcs is None else funcs
+    trips = trip_counts_by_function(text) if trips is None else trips
+    # Unknown counts where the two readings do not see the same functions.
+    loops = dict(zip(funcs, trips)) if len(trips) == len(funcs) else {}
     unknown = [0]
 
-    def cost(ops: list[Op], func: str, order: list, depth: int) -> int:
+    def cost(ops: list[Op], order: list, depth: int) -> int:
         total = 0
         for op in ops:
             if op.kind == "stablehlo.while":
@@ -118,11 +120,11 @@ def program_work(text: str) -> dict:
                 if not isinstance(k, int):
                     unknown[0] += 1
                     k = 1
-                total += max(k, 0) * sum(cost(r, func, order, depth) for r in op.regions)
+                total += max(k, 0) * sum(cost(r, order, depth) for r in op.regions)
                 continue
             if op.kind == "func.call" and op.callee in funcs and depth < 64:
-                total += cost(funcs[op.callee][1], op.callee, list(trips[op.callee]), depth + 1)
-            elif op.kind not in LAYOUT and op.kind != "func.call":
+                total += cost(funcs[op.callee][1], list(loops.get(op.callee, [])), depth + 1)
+            elif op.kind not in LAYOUT:
                 # The most elements the op reads or writes: a reduction reads its whole
                 # input, an elementwise op writes as many as it reads.
                 ins, outs = signature_types(op.sig or "")
@@ -131,20 +133,11 @@ def program_work(text: str) -> dict:
             # of the one that does), a shard_map body, a reduction's scalar adder (its
             # work is counted in the elements the reduce reads).
             for region in op.regions:
-                total += cost(region, func, order, depth)
+                total += cost(region, order, depth)
         return total
 
-    elements = cost(funcs["main"][1], "main", list(trips.get("main", [])), 0) if "main" in funcs else 0
+    elements = cost(funcs["main"][1], list(loops.get("main", [])), 0) if "main" in funcs else 0
     return {"elements": int(elements), "unknown_loops": unknown[0]}
-
-
-def _function_texts(text: str) -> list[str]:
-    """The text of each ``func.func`` of a module, in order (while_trip_counts reads one
-    function at a time, in the order of its loops)."""
-    import re
-
-    starts = [m.start() for m in re.finditer(r"(?m)^\s*func\.func ", text)]
-    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
 
 
 def explain_region_work(facts: dict, region: str, *, label: str, section: str | None = None,

@@ -14,8 +14,9 @@ import re
 from collections import Counter
 
 from autograder.programs.array_sizes import largest_array
-from autograder.programs.region_work import program_work, region_work
-from autograder.programs.while_trips import while_trip_counts
+from autograder.programs.mlir import dims, parse_module, signature_types
+from autograder.programs.region_work import LAYOUT, program_work, region_work
+from autograder.programs.while_trips import trip_counts_by_function
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
 # else, host callbacks included, is refused.
@@ -61,6 +62,7 @@ _OP = re.compile(r"^\s*(?:%[\w#:, %]+ = )?\"?([a-z_]+\.[a-z_0-9]+)")
 def static_facts(text: str) -> dict:
     """Facts read from a program's StableHLO text alone (no JAX needed)."""
     ops = Counter(m.group(1) for line in text.splitlines() if (m := _OP.match(line)))
+    funcs, trips = parse_module(text), trip_counts_by_function(text)  # read once, used twice
     targets = re.findall(r"custom_call\s*@([\w.$]+)", text)
     targets += re.findall(r'call_target_name\s*=\s*"([^"]+)"', text)
     refused = sorted({op for op in ops if op.split(".")[0] not in ALLOWED_DIALECTS}
@@ -76,9 +78,10 @@ def static_facts(text: str) -> dict:
             "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
-            "while_trips": while_trip_counts(text), "dots": dot_facts(text)[:200],
-            "largest_array": largest_array(text),
-            "region_work": region_work(text), "work": program_work(text),
+            "while_trips": [k for counts in trips for k in counts][:100],
+            "dots": dot_facts(text)[:200], "largest_array": largest_array(text),
+            "region_work": region_work(text, funcs),
+            "work": program_work(text, funcs, trips),
             "scope_ops": scope_op_counts(text),
             "digest": program_digest(text)}
 
@@ -254,13 +257,6 @@ _LOC_ALIAS = re.compile(r'^#(loc\d+) = loc\("((?:jit|pjit)\([^"]*)"', re.M)
 _OP_LOC = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[\w.]+)"?.*\bloc\((?:#(loc\d+)|"((?:jit|pjit)\([^"]*)")')
 
 
-_TENSOR_TYPE = re.compile(r"tensor<([^<>]*(?:<[^<>]*>)?[^<>]*)>")
-
-
-def _dims(tensor_body: str) -> list[str]:
-    return [p for p in tensor_body.split(",")[0].split("x")[:-1] if p.isdigit() or p == "?"]
-
-
 def scope_op_counts(text: str) -> list[list]:
     r"""``[[scope path, op, count], ...]``: how many computing operations on arrays
     (StableHLO op names; layout left out, :data:`autograder.programs.region_work.LAYOUT`,
@@ -279,16 +275,14 @@ def scope_op_counts(text: str) -> list[list]:
     >>> scope_op_counts(text)
     [['update', 'multiply', 2], ['update', 'subtract', 1]]
     """
-    from autograder.programs.region_work import LAYOUT
-
     names = dict(_LOC_ALIAS.findall(text))
     counts: Counter = Counter()
     for line in text.splitlines():
         m = None if line.startswith("#") else _OP_LOC.match(line)
         if not m or m.group(1) in LAYOUT:
             continue
-        types = _TENSOR_TYPE.findall(line.split(" loc(")[0])
-        if not types or not _dims(types[-1]):
+        results = signature_types(line.split(" loc(")[0].rsplit(" : ", 1)[-1])[1]
+        if not results or not dims(results[-1]):
             continue  # a scalar (the learning rate's own arithmetic): not the update's
         name = names.get(m.group(2)) if m.group(2) else m.group(3)
         parts = (name or "").split("/")

@@ -31,8 +31,15 @@ def while_trip_counts(text: str) -> list:
     >>> while_trip_counts(text)
     [5]
     """
+    return [k for counts in trip_counts_by_function(text) for k in counts][:100]
+
+
+def trip_counts_by_function(text: str) -> list[list]:
+    """:func:`while_trip_counts` for each ``func.func`` of the module, in the order of the
+    functions and of the loops in each (a loop's count where its function is called)."""
     out = []
     for body in _FUNC.split(text)[1:]:
+        counts = []
         matches = list(_WHILE.finditer(body))
         for k, m in enumerate(matches):
             # SSA names are scoped by region (the cond and the body may both hold a
@@ -41,8 +48,9 @@ def while_trip_counts(text: str) -> list:
             carried = re.findall(r"(%[\w#]+) = (%[\w#]+)", m.group(1))
             inits = dict(carried)
             rest = body[m.end():matches[k + 1].start() if k + 1 < len(matches) else len(body)]
-            out.append(_trips(m.group(2), inits, [a for a, _ in carried], before, rest))
-    return out[:100]
+            counts.append(_trips(m.group(2), inits, [a for a, _ in carried], before, rest))
+        out.append(counts)
+    return out
 
 
 def _trips(cond: str, inits: dict, order: list, before: str, rest: str) -> int | None:
