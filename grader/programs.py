@@ -13,10 +13,6 @@ from autograder.core import wire as _wire
 from grader import judge as _judge
 from grader import sandbox as _sandbox
 
-_DRIVER = ("from autograder.programs.artifacts import judge_main\n"
-           "judge_main('.')\n")
-
-
 def _setup_cell() -> dict:
     return {"cell_type": "code", "execution_count": None, "outputs": [], "metadata": {},
             "source": "import course\ncourse.setup(quiet=True)\n"}
@@ -52,7 +48,7 @@ def to_judge(student: dict[str, _wire.CellResult | None],
 
 def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
           cache_writable: bool = False) -> dict[str, _wire.Observation]:
-    """Runs the program judge on ``programs``; ``{key: derived observation}``.
+    """Runs the program judge on ``programs`` (one run); ``{key: derived observation}``.
 
     A program the judge could not finish (it crashed, or ran out of time or memory)
     gets an error observation, so its check fails with that reason. ``cache`` is JAX's
@@ -61,34 +57,67 @@ def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
     """
     if not programs:
         return {}
-    # Programs that hold the same bytes, inputs and parameters (candidates or
-    # submissions whose code exported the same program) are derived once: what the
-    # judge derives is a function of the record alone.
+    same = _same(programs)
+    unique = {key: programs[key] for key in dict.fromkeys(same.values())}
+    (found,), reason = _run([unique], limits, cache=cache, cache_writable=cache_writable)
+    return _spread(programs, same, found or {}, reason)
+
+
+def _same(programs: dict[str, _wire.Record]) -> dict[str, str]:
+    """``{key: the first key whose record is the same}``. Programs that hold the same
+    bytes, inputs and parameters (candidates or submissions whose code exported the same
+    program) are derived once: what the judge derives is a function of the record alone."""
     first: dict[str, str] = {}
-    same = {key: first.setdefault(_wire.digest(rec), key) for key, rec in programs.items()}
-    unique = [rec for key, rec in programs.items() if same[key] == key]
-    raw_json, raw_npz = _wire.dumps(_wire.CellResult("programs", tuple(unique)))
-    nb = {"cells": [_setup_cell(),
-                    {"cell_type": "code", "execution_count": None, "outputs": [],
-                     "metadata": {}, "source": _DRIVER}],
+    return {key: first.setdefault(_wire.digest(rec), key) for key, rec in programs.items()}
+
+
+def _failed(reason: str) -> _wire.Observation:
+    return _wire.Observation("error", error_type="ProgramJudge",
+                             error=f"the grader could not judge this program ({reason})")
+
+
+def _spread(programs, same, found, reason) -> dict[str, _wire.Observation]:
+    """Each key of ``programs`` gets what was found for its first same program (or the
+    judge's error, with ``reason``)."""
+    failed = _failed(reason or "the program judge gave no result")
+    return {key: found.get(same[key], failed) for key in programs}
+
+
+_DRIVER = ("from autograder.programs.artifacts import judge_main\n"
+           "judge_main('.', {part!r})\n"
+           "import jax\n"
+           "jax.clear_caches()  # the next cell's programs start with this one's freed\n")
+
+
+def _run(chunks: list[dict[str, _wire.Record]], limits, *, cache=None,
+         cache_writable: bool = False) -> tuple[list[dict | None], str]:
+    """One program-judge sandbox for ``chunks``, a cell each (each cell has the cell
+    limit; the run, the notebook limit): ``([{label: observation} or None per chunk],
+    the run's failure or "")``. None: the chunk's cell did not finish (it failed, or a
+    cell before it did)."""
+    files, cells = {}, [_setup_cell()]
+    for i, chunk in enumerate(chunks):
+        raw_json, raw_npz = _wire.dumps(_wire.CellResult("programs", tuple(chunk.values())))
+        files[f"programs-{i}.json"], files[f"programs-{i}.npz"] = raw_json, raw_npz
+        cells.append({"cell_type": "code", "execution_count": None, "outputs": [],
+                      "metadata": {}, "source": _DRIVER.format(part=f"-{i}")})
+    nb = {"cells": cells,
           "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
                                       "language": "python"}},
           "nbformat": 4, "nbformat_minor": 5}
-    result = _sandbox.run_notebook(nb, limits=limits,
-                                   collect=("derived.json", "derived.npz"),
-                                   extra_files={"programs.json": raw_json,
-                                                "programs.npz": raw_npz},
+    collect = tuple(f"derived-{i}.{ext}" for i in range(len(chunks)) for ext in ("json", "npz"))
+    result = _sandbox.run_notebook(nb, limits=limits, collect=collect, extra_files=files,
                                    cache=cache, cache_writable=cache_writable)
-    found: dict[str, _wire.Observation] = {}
-    try:
-        cell = _wire.loads(result.files["derived.json"], result.files["derived.npz"])
-        found = {rec.label: rec.observed for rec in cell.records}
-    except (KeyError, _wire.WireError):
-        pass
-    reason = result.failure or "the program judge gave no result"
-    failed = _wire.Observation("error", error_type="ProgramJudge",
-                               error=f"the grader could not judge this program ({reason})")
-    return {key: found.get(same[key], failed) for key in programs}
+    out: list[dict | None] = []
+    for i in range(len(chunks)):
+        try:
+            cell = _wire.loads(result.files[f"derived-{i}.json"],
+                               result.files[f"derived-{i}.npz"])
+            out.append({rec.label: rec.observed for rec in cell.records})
+        except (KeyError, _wire.WireError):
+            out.append(None)
+    return out, result.failure or ("" if None not in out
+                                   else "the program judge gave no result")
 
 
 def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
@@ -102,13 +131,18 @@ def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
     pipeline splits by submission, then by program).
     """
     derived = judge(programs, limits, cache=cache)
-    owners = list(dict.fromkeys(owner(k) for k in programs))
-    failed = all(getattr(o, "error_type", None) == "ProgramJudge" for o in derived.values())
-    if not failed:
+    if not all(getattr(o, "error_type", None) == "ProgramJudge" for o in derived.values()):
         return derived
+    return _split(programs, derived, limits, cache=cache, owner=owner, then=then)
+
+
+def _split(programs, derived, limits, *, cache, owner, then) -> dict[str, _wire.Observation]:
+    """``programs``, whose run failed as a whole (``derived``: its errors), judged again
+    in halves by owner, as :func:`judge_split` says."""
+    owners = list(dict.fromkeys(owner(k) for k in programs))
     if len(owners) < 2:
         if then is not None and len(programs) > 1:
-            return judge_split(programs, limits, cache=cache, owner=then)
+            return _split(programs, derived, limits, cache=cache, owner=then, then=None)
         return derived
     half = set(owners[:len(owners) // 2])
     first = {k: v for k, v in programs.items() if owner(k) in half}
@@ -117,17 +151,18 @@ def judge_split(programs: dict[str, _wire.Record], limits, *, cache=None,
             **judge_split(rest, limits, cache=cache, owner=owner, then=then)}
 
 
-# Programs per program-judge run. One run for every candidate of a module (some
-# hundred sharded programs to compile) outlasts the judge's cell timeout on a small
-# machine, and then every program of every candidate fails alike, correct ones too.
-# Each run starts JAX (about 2 s on 2 cores); 24 programs took 3-10 s (10_pallas's
-# candidates, the slowest), so 48 stays far inside the 60 s cell limit.
+# Programs per cell of a program-judge run. One cell for every candidate of a module
+# (some hundred sharded programs to compile) outlasts the judge's cell timeout on a
+# small machine, and then every program of every candidate fails alike, correct ones
+# too. 24 programs took 3-10 s (10_pallas's candidates, the slowest), so 48 stays far
+# inside the 60 s cell limit. The cells share a run: a run starts a sandbox, a kernel
+# and JAX (3-4 s on 2 cores) once, not once per cell.
 JUDGE_CHUNK = 48
 
 
 def judge_chunks(programs: dict, owner, size: int = JUDGE_CHUNK) -> list[dict]:
-    """``programs`` in runs of at most ``size`` programs, each owner's programs in one
-    run (an owner with more gets a run of its own).
+    """``programs`` in chunks of at most ``size`` programs, each owner's programs in one
+    chunk (an owner with more gets a chunk of its own).
 
     >>> owner = lambda key: key.split("#")[0]
     >>> [list(c) for c in judge_chunks({"a#x": 1, "a#y": 2, "b#x": 3}, owner, size=2)]
@@ -149,13 +184,28 @@ def judge_chunks(programs: dict, owner, size: int = JUDGE_CHUNK) -> list[dict]:
 
 def judge_owned(programs: dict[str, _wire.Record], limits, *, owner, then=None, cache=None,
                 size: int = JUDGE_CHUNK) -> dict[str, _wire.Observation]:
-    """The programs of many owners (candidates, submissions), judged in as few runs as
-    :func:`judge_chunks` allows, each run split by owner (and ``then``, see
-    :func:`judge_split`) when it fails as a whole."""
-    derived: dict[str, _wire.Observation] = {}
-    for chunk in judge_chunks(programs, owner, size):
-        derived.update(judge_split(chunk, limits, cache=cache, owner=owner, then=then))
-    return derived
+    """The programs of many owners (candidates, submissions), each distinct program once,
+    in the chunks of :func:`judge_chunks`, each chunk a cell of one program-judge run.
+    A chunk whose cell fails (a program in it crashed the judge or outlasted its limit)
+    is judged again in halves by owner (and ``then``, see :func:`judge_split`), in runs
+    of its own; the chunks after it go on in a new run, as do the chunks that a run's
+    notebook limit left undone."""
+    same = _same(programs)
+    unique = {key: programs[key] for key in dict.fromkeys(same.values())}
+    found: dict[str, _wire.Observation] = {}
+    pending = judge_chunks(unique, owner, size)
+    while pending:
+        results, reason = _run(pending, limits, cache=cache)
+        for result in results:
+            found.update(result or {})
+        undone = [chunk for chunk, result in zip(pending, results) if result is None]
+        if undone and not (reason == "notebook_timeout" and len(undone) < len(pending)):
+            # The first chunk that did not finish failed its cell: its owners pay for it.
+            culprit, undone = undone[0], undone[1:]
+            found.update(_split(culprit, {key: _failed(reason) for key in culprit}, limits,
+                                cache=cache, owner=owner, then=then))
+        pending = undone
+    return _spread(programs, same, found, "the program judge gave no result")
 
 
 def judge_failures(derived: dict[str, _wire.Observation]) -> list[str]:

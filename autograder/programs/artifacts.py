@@ -335,16 +335,16 @@ def derive_here(obs: _wire.Observation, params: dict) -> _wire.Observation:
 _check.observation_kind("artifact", observe_artifact, derive_here)
 
 
-def judge_main(job: str = ".") -> None:
+def judge_main(job: str = ".", part: str = "") -> None:
     """The program judge's entry point, inside a sandbox that runs no student code.
 
-    Reads ``programs.json``/``programs.npz`` (one record per program to judge: its
+    Reads ``programs{part}.json``/``.npz`` (one record per program to judge: its
     artifact and the grader's inputs; ``params`` say what to derive) and writes
-    ``derived.json``/``derived.npz`` (one record per program, same labels).
+    ``derived{part}.json``/``.npz`` (one record per program, same labels).
     """
-    with open(os.path.join(job, "programs.json"), "rb") as f:
+    with open(os.path.join(job, f"programs{part}.json"), "rb") as f:
         raw_json = f.read()
-    with open(os.path.join(job, "programs.npz"), "rb") as f:
+    with open(os.path.join(job, f"programs{part}.npz"), "rb") as f:
         raw_npz = f.read()
     cell = _wire.loads(raw_json, raw_npz)
     records = []
@@ -352,9 +352,9 @@ def judge_main(job: str = ".") -> None:
         derived = derive(rec.observed, rec.params)
         records.append(_wire.Record("derived", rec.label, {}, derived))
     raw_json, raw_npz = _wire.dumps(_wire.CellResult("derived", tuple(records)))
-    with open(os.path.join(job, "derived.npz"), "wb") as f:
+    with open(os.path.join(job, f"derived{part}.npz"), "wb") as f:
         f.write(raw_npz)
-    with open(os.path.join(job, "derived.json"), "wb") as f:
+    with open(os.path.join(job, f"derived{part}.json"), "wb") as f:
         f.write(raw_json)
 
 
