@@ -690,8 +690,42 @@ VARIANTS = {
             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, whole, whole],\n"
             "                          out_specs=rows, interpret=INTERPRET)(x, gamma, beta)\n",
+            # gamma and beta as (1, n) rows, beta passed before gamma (the statement
+            # leaves their order free).
+            "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+            "    def kernel(x_ref, b_ref, g_ref, o_ref):\n"
+            "        v = x_ref[...]\n"
+            "        d = v - v[:, :1]\n"
+            "        n = v.shape[1]\n"
+            "        s1 = jnp.sum(d, axis=1, keepdims=True)\n"
+            "        s2 = jnp.sum(d * d, axis=1, keepdims=True)\n"
+            "        mean_d = s1 / n\n"
+            "        var = jnp.maximum(s2 / n - mean_d ** 2, 0.0)\n"
+            "        o_ref[...] = (d - mean_d) / jnp.sqrt(var + eps) * g_ref[...] + b_ref[...]\n"
+            "    m, n = x.shape\n"
+            "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+            "    row = pl.BlockSpec((1, n), lambda i: (0, 0))\n"
+            "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+            "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, row, row],\n"
+            "                          out_specs=rows, interpret=INTERPRET)(\n"
+            "        x, beta.reshape(1, n), gamma.reshape(1, n))\n",
         ],
         "wrong": [
+            ("gamma and beta stacked into one (2, n) input: two inputs, not the three the "
+             "statement names",
+             "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
+             "    def kernel(x_ref, p_ref, o_ref):\n"
+             "        d = x_ref[...] - x_ref[:, :1]\n"
+             "        n = d.shape[1]\n"
+             "        mean_d = jnp.sum(d, axis=1, keepdims=True) / n\n"
+             "        var = jnp.maximum(jnp.sum(d * d, axis=1, keepdims=True) / n - mean_d * mean_d, 0.0)\n"
+             "        o_ref[...] = (d - mean_d) * jax.lax.rsqrt(var + eps) * p_ref[0] + p_ref[1]\n"
+             "    m, n = x.shape\n"
+             "    rows = pl.BlockSpec((block_rows, n), lambda i: (i, 0))\n"
+             "    both = pl.BlockSpec((2, n), lambda i: (0, 0))\n"
+             "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+             "                          grid=(pl.cdiv(m, block_rows),), in_specs=[rows, both],\n"
+             "                          out_specs=rows, interpret=INTERPRET)(x, jnp.stack([gamma, beta]))\n"),
             ("two passes: the variance reads the mean",
              "def layer_norm(x, gamma, beta, block_rows, eps=1e-5):\n"
              "    def kernel(x_ref, g_ref, b_ref, o_ref):\n"
