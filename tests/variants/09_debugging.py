@@ -1111,6 +1111,16 @@ VARIANTS = {
             "    return jax.tree.map(lambda m, g: (m - lr * g).astype(jnp.float32), master, grads)\n",
         ],
         "wrong": [
+            ("lr applied to the scaled gradients in compute_dtype, cast to float32 after: "
+             "the update is rounded to bfloat16",
+             "def mixed_precision_step(master, x, y, lr, loss_scale, compute_dtype=jnp.bfloat16):\n"
+             "    params = jax.tree.map(lambda v: v.astype(compute_dtype), master)\n"
+             "    xc, yc = x.astype(compute_dtype), y.astype(compute_dtype)\n"
+             "    def scaled_loss(p):\n"
+             "        return jnp.mean((xc @ p['w'] + p['b'] - yc) ** 2) * loss_scale\n"
+             "    grads = jax.grad(scaled_loss)(params)\n"
+             "    return jax.tree.map(lambda m, g: m - (lr * g).astype(jnp.float32) / loss_scale,\n"
+             "                        master, grads)\n"),
             ("ignores loss_scale: small float16 gradients underflow to zero",
              "def mixed_precision_step(master, x, y, lr, loss_scale, compute_dtype=jnp.bfloat16):\n"
              "    p = jax.tree.map(lambda v: v.astype(compute_dtype), master)\n"
