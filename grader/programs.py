@@ -57,18 +57,19 @@ def judge(programs: dict[str, _wire.Record], limits, *, cache=None,
     """
     if not programs:
         return {}
-    same = _same(programs)
-    unique = {key: programs[key] for key in dict.fromkeys(same.values())}
+    same, unique = _same(programs)
     (found,), reason = _run([unique], limits, cache=cache, cache_writable=cache_writable)
     return _spread(programs, same, found or {}, reason)
 
 
-def _same(programs: dict[str, _wire.Record]) -> dict[str, str]:
-    """``{key: the first key whose record is the same}``. Programs that hold the same
-    bytes, inputs and parameters (candidates or submissions whose code exported the same
-    program) are derived once: what the judge derives is a function of the record alone."""
+def _same(programs: dict[str, _wire.Record]) -> tuple[dict[str, str], dict]:
+    """``({key: the first key whose record is the same}, {first key: record})``. Programs
+    that hold the same bytes, inputs and parameters (candidates or submissions whose code
+    exported the same program) are derived once: what the judge derives is a function of
+    the record alone."""
     first: dict[str, str] = {}
-    return {key: first.setdefault(_wire.digest(rec), key) for key, rec in programs.items()}
+    same = {key: first.setdefault(_wire.digest(rec), key) for key, rec in programs.items()}
+    return same, {key: programs[key] for key in first.values()}
 
 
 def _failed(reason: str) -> _wire.Observation:
@@ -190,8 +191,7 @@ def judge_owned(programs: dict[str, _wire.Record], limits, *, owner, then=None, 
     is judged again in halves by owner (and ``then``, see :func:`judge_split`), in runs
     of its own; the chunks after it go on in a new run, as do the chunks that a run's
     notebook limit left undone."""
-    same = _same(programs)
-    unique = {key: programs[key] for key in dict.fromkeys(same.values())}
+    same, unique = _same(programs)
     found: dict[str, _wire.Observation] = {}
     pending = judge_chunks(unique, owner, size)
     while pending:

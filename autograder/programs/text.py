@@ -16,7 +16,7 @@ from collections import Counter
 from autograder.programs.array_sizes import largest_array
 from autograder.programs.mlir import dims, parse_module, signature_types
 from autograder.programs.region_work import LAYOUT, program_work, region_work
-from autograder.programs.while_trips import trip_counts_by_function
+from autograder.programs.while_trips import trip_counts_by_function, while_trip_counts
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
 # else, host callbacks included, is refused.
@@ -78,7 +78,7 @@ def static_facts(text: str) -> dict:
             "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
-            "while_trips": [k for counts in trips for k in counts][:100],
+            "while_trips": while_trip_counts(text, trips),
             "dots": dot_facts(text)[:200], "largest_array": largest_array(text),
             "region_work": region_work(text, funcs),
             "work": program_work(text, funcs, trips),

@@ -22,16 +22,18 @@ _STEP = re.compile(r"(%[\w#]+) = stablehlo\.(add|subtract) (%[\w#]+), (%[\w#]+)"
 _SWAP = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "NE": "NE"}
 
 
-def while_trip_counts(text: str) -> list:
+def while_trip_counts(text: str, by_function: list[list] | None = None) -> list:
     """The trip count of each ``stablehlo.while`` in a program, None where it is not a
-    constant.
+    constant (at most 100). ``by_function``: :func:`trip_counts_by_function` of ``text``,
+    where the caller has it.
 
     >>> import jax, jax.numpy as jnp
     >>> text = jax.jit(lambda xs: jax.lax.map(jnp.sin, xs)).lower(jnp.ones(5)).as_text()
     >>> while_trip_counts(text)
     [5]
     """
-    return [k for counts in trip_counts_by_function(text) for k in counts][:100]
+    by_function = trip_counts_by_function(text) if by_function is None else by_function
+    return [k for counts in by_function for k in counts][:100]
 
 
 def trip_counts_by_function(text: str) -> list[list]:
