@@ -73,7 +73,9 @@ def static_facts(text: str) -> dict:
     donated = [int(i) for i, attrs in arg_attrs
                if "tf.aliasing_output" in attrs or "jax.buffer_donor" in attrs]
     aliased = [int(i) for i, attrs in arg_attrs if "tf.aliasing_output" in attrs]
-    locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text)))[:500]
+    # Every location name, and each op's full name (a nested jit's ops under their call).
+    locations = sorted(set(re.findall(r'loc\("([^"]{1,200})"', text))
+                       | {name for _, _, name in op_locations(text) if len(name) <= 200})[:500]
     return {"ops": dict(sorted(ops.items())), "ops_expanded": expanded_ops(text),
             "custom_calls": sorted(set(targets)),
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
@@ -228,6 +230,8 @@ def _main_signature(text: str) -> str:
 
 
 _LOC = re.compile(r'loc\("((?:jit|pjit)\([^"]*)"')
+_ANY_ALIAS = re.compile(r'^#(loc\d+) = loc\("([^"]*)"', re.M)
+_OP_LOC_ANY = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[\w.]+|call)\b"?.*\bloc\((?:#(loc\d+)|"([^"]*)")')
 _TRANSFORM = re.compile(r"^[\w.]+\(.*\)$")  # jit(f), jvp(), transpose(jvp()), vmap(...)
 _DOT = re.compile(r"stablehlo\.dot_general\b.*:\s*\((tensor<[^>]*>),\s*(tensor<[^>]*>)\)"
                   r"\s*->\s*(tensor<[^>]*>)")
@@ -238,13 +242,17 @@ def scope_facts(text: str) -> dict[str, list[str]]:
     (its text, or its ``locations`` fact joined as ``loc("...")`` entries).
 
     A scope path joins the ``jax.named_scope`` labels around the op (``""`` when none).
+    In a program's text, an op of a function that ``main`` calls (a nested ``jax.jit``)
+    has the scopes of its call sites (:func:`op_locations`).
 
     >>> scope_facts('loc("jit(step)/grad/transpose(jvp())/dot_general") '
     ...             'loc("jit(step)/update/sub") loc("jit(step)/sub") loc("w")')
     {'dot_general': ['grad'], 'sub': ['', 'update']}
     """
     facts: dict[str, set] = {}
-    for name in _LOC.findall(text):
+    names = ([name for _, _, name in op_locations(text)] if "func.func" in text
+             else _LOC.findall(text))
+    for name in names:
         parts = name.split("/")
         if len(parts) < 2:
             continue
@@ -253,8 +261,66 @@ def scope_facts(text: str) -> dict[str, list[str]]:
     return {prim: sorted(paths) for prim, paths in sorted(facts.items())}
 
 
-_LOC_ALIAS = re.compile(r'^#(loc\d+) = loc\("((?:jit|pjit)\([^"]*)"', re.M)
-_OP_LOC = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_]+\.[\w.]+)"?.*\bloc\((?:#(loc\d+)|"((?:jit|pjit)\([^"]*)")')
+def op_locations(text: str) -> list[tuple[str, str, str]]:
+    r"""``[(line, op, full name), ...]`` for each operation written on one line with its
+    location (``op`` the StableHLO name, or ``call``). ``main``'s ops carry their whole
+    name (``jit(step)/grad/jvp()/mul``); an op of a function that a nested ``jax.jit``
+    wrote out carries a name relative to its call (``jvp()/mul``), so it gets the full
+    name of each call site as a prefix (a function called from two scopes is in both).
+
+    >>> text = (
+    ...     'func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {\n'
+    ...     '  %0 = call @inner(%arg0) : (tensor<3xf32>) -> tensor<3xf32> loc(#loc2)\n'
+    ...     '  %1 = stablehlo.subtract %arg0, %0 : tensor<3xf32> loc(#loc3)\n'
+    ...     '  return %1 : tensor<3xf32>\n}\n'
+    ...     'func.func private @inner(%arg0: tensor<3xf32>) -> tensor<3xf32> {\n'
+    ...     '  %0 = stablehlo.multiply %arg0, %arg0 : tensor<3xf32> loc(#loc4)\n'
+    ...     '  return %0 : tensor<3xf32>\n}\n'
+    ...     '#loc2 = loc("jit(step)/grad/jit(inner)"(#loc1))\n'
+    ...     '#loc3 = loc("jit(step)/update/sub"(#loc1))\n'
+    ...     '#loc4 = loc("jvp()/mul"(#loc1))\n')
+    >>> [(op, name) for _, op, name in op_locations(text)]
+    [('call', 'jit(step)/grad/jit(inner)'), ('stablehlo.subtract', 'jit(step)/update/sub'), ('stablehlo.multiply', 'jit(step)/grad/jit(inner)/jvp()/mul')]
+    """
+    aliases = dict(_ANY_ALIAS.findall(text))
+    bodies: dict[str, list[tuple[str, str, str]]] = {"main": []}
+    current = "main"  # a fragment without functions: main's ops
+    for line in text.splitlines():
+        m = _FUNC.match(line)
+        if m:
+            current = m.group(1).strip('"')
+            bodies[current] = []
+            continue
+        if line.startswith("#"):
+            continue
+        m = _OP_LOC_ANY.match(line)
+        if m:
+            bodies[current].append((line, m.group(1), aliases.get(m.group(2), "")
+                                    if m.group(2) else m.group(3)))
+    prefixes: dict[str, set] = {"main": {""}}
+    for _ in range(50):  # call depth
+        grew = False
+        for caller, ops in bodies.items():
+            for line, op, name in ops:
+                callee = _CALL.search(line) if op == "call" else None
+                if callee is None:
+                    continue
+                callee = callee.group(1).strip('"')
+                full = {_joined(p, name) for p in prefixes.get(caller, ())}
+                if not full <= prefixes.setdefault(callee, set()):
+                    prefixes[callee] |= full
+                    grew = True
+        if not grew:
+            break
+    return [(line, op, _joined(prefix, name))
+            for function, ops in bodies.items() for prefix in sorted(prefixes.get(function, ()))
+            for line, op, name in ops]
+
+
+def _joined(prefix: str, name: str) -> str:
+    if not prefix or name.startswith(("jit(", "pjit(")):
+        return name  # main's ops, and names JAX wrote whole
+    return f"{prefix}/{name}" if name else prefix
 
 
 def scope_op_counts(text: str) -> list[list]:
@@ -275,21 +341,18 @@ def scope_op_counts(text: str) -> list[list]:
     >>> scope_op_counts(text)
     [['update', 'multiply', 2], ['update', 'subtract', 1]]
     """
-    names = dict(_LOC_ALIAS.findall(text))
     counts: Counter = Counter()
-    for line in text.splitlines():
-        m = None if line.startswith("#") else _OP_LOC.match(line)
-        if not m or m.group(1) in LAYOUT:
+    for line, op, name in op_locations(text):
+        if op in LAYOUT or op == "call":
             continue
         results = signature_types(line.split(" loc(")[0].rsplit(" : ", 1)[-1])[1]
         if not results or not dims(results[-1]):
             continue  # a scalar (the learning rate's own arithmetic): not the update's
-        name = names.get(m.group(2)) if m.group(2) else m.group(3)
-        parts = (name or "").split("/")
+        parts = name.split("/")
         if len(parts) < 2:
             continue
         scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
-        counts[("/".join(scopes), m.group(1).split(".", 1)[-1])] += 1
+        counts[("/".join(scopes), op.split(".", 1)[-1])] += 1
     return [[scope, op, n] for (scope, op), n in sorted(counts.items())][:500]
 
 
