@@ -27,7 +27,8 @@ from autograder import (COURSE_FLAGS, CheckFailure, assert_cache_miss_report,
                         read_trace_events, scope_facts, trace_facts)
 from autograder.debugging.checkify import explain_checkify_errors, split_mapped_errors
 from autograder.debugging.callbacks import explain_callback_log, explain_plain
-from autograder.programs.exported import explain_dots, explain_scopes
+from autograder.programs.exported import explain_dots, explain_scopes, exported_text
+from tests.judging import judge_programs, recorded
 from autograder.debugging.cache_misses import explain_cache_miss_report
 from autograder.jit.recompiles import describe_miss, explain_retraces, stable_miss_lines
 from autograder.debugging.traces import explain_profile
@@ -695,6 +696,89 @@ def test_the_update_scope_holds_the_update_only():
         with pytest.raises(CheckFailure, match="does more arithmetic inside "
                                                "jax.named_scope\\('update'\\)"):
             assert_named_scopes(_sgd_step(update, summed), args, **rules)
+
+
+def test_a_nested_jit_is_in_the_scopes_of_its_call():
+    # A function that a nested jax.jit wrote out names its ops relative to the call
+    # (``jvp()/dot_general``): they are in the scopes of the call site.
+    def jitted(w, x, y, lr):
+        with jax.named_scope("grad"):
+            g = jax.jit(jax.grad(lambda w: jnp.mean((x @ w - y) ** 2)))(w)
+        with jax.named_scope("update"):
+            return jax.jit(lambda w, g: w - lr * g)(w, g)
+
+    args = (jnp.array([1.0, -1.0, 0.5]), jnp.arange(12.0).reshape(4, 3) / 10, jnp.ones(4), 0.1)
+    assert_named_scopes(jitted, args, required={"grad": ["dot_general"], "update": ["mul", "sub"]},
+                        exclusive={"dot_general": "grad"},
+                        at_most={"update": {"multiply|divide": 1}})
+    facts = scope_facts(exported_text(jitted, args))
+    assert facts["dot_general"] == ["grad"] and facts["sub"] == ["grad", "update"]
+
+
+def test_what_the_gradient_scope_hands_to_the_update_is_judged():
+    # "The whole gradient inside 'grad'": what 'update' reads from 'grad' is the
+    # gradient (up to sign), computed by running the program. A factor of it (the mean's
+    # 1/n) folded into the learning rate, in either scope, passes every op count.
+    import optax
+
+    from autograder.core.check import REFERENCE, STUDENT
+
+    def with_optax(w, g, lr):
+        updates, _ = optax.sgd(lr).update(g, optax.sgd(lr).init(w))
+        return optax.apply_updates(w, updates)
+
+    def reshaped(w, x, y, lr):  # an unscoped reshape between the scopes
+        with jax.named_scope("grad"):
+            g = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+        g = g[None]
+        with jax.named_scope("update"):
+            return w - lr * g[0]
+
+    def climbs_down(w, x, y, lr):  # -grad handed over, the update adds
+        with jax.named_scope("grad"):
+            d = -jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+        with jax.named_scope("update"):
+            return w + lr * d
+
+    def folded_in_grad(w, x, y, lr):
+        with jax.named_scope("grad"):
+            g = jax.grad(lambda w: jnp.sum((x @ w - y) ** 2))(w)
+            step = lr / x.shape[0]
+        with jax.named_scope("update"):
+            return w - step * g
+
+    summed = lambda r: jnp.sum(r ** 2)
+    rng = np.random.default_rng(0)
+    args = (jnp.asarray(rng.normal(size=5), jnp.float32),
+            jnp.asarray(rng.normal(size=(9, 5)), jnp.float32),
+            jnp.asarray(rng.normal(size=9), jnp.float32), 0.03)
+    rules = dict(required={"update": ["sub|add"]}, exclusive={"dot_general": "grad"},
+                 at_most={"update": {"multiply|divide": 1}}, hands_over=("grad", "update"),
+                 reference=_sgd_step(lambda w, g, lr: w - lr * g), name="scoped_step")
+    with recorded(REFERENCE) as ref:
+        assert_named_scopes(reference_solution := _sgd_step(lambda w, g, lr: w - lr * g),
+                            args, **rules)
+    assert ref[0].params["handover"] == ["grad", "update"] and ref[0].expected is not None
+    with pytest.raises(TypeError, match="needs reference="):
+        assert_named_scopes(reference_solution, args, hands_over=("grad", "update"),
+                            required={}, exclusive={})
+    right = {"optax": _sgd_step(with_optax), "reshaped": reshaped, "climbs_down": climbs_down}
+    wrong = {"folded_in_update": _sgd_step(lambda w, g, lr: w - (lr / 9) * g, summed),
+             "folded_in_grad": folded_in_grad}
+    for name, fn in {**right, **wrong}.items():
+        with recorded(STUDENT) as student:
+            assert_named_scopes(fn, args, **rules)
+        verdict = judge_programs(ref, student)
+        assert verdict.passed == (name in right), (name, verdict.message)
+        if name in right:
+            assert_named_scopes(fn, args, **rules)  # the student's own test cell agrees
+            continue
+        assert "scope 'update' does not read from scope 'grad' what the reference's " \
+               "does" in verdict.message
+        assert "a factor (such as a mean's 1/n)" in verdict.message
+        with pytest.raises(CheckFailure) as err:
+            assert_named_scopes(fn, args, **rules)
+        assert str(err.value) == verdict.message.split("\n  requirement")[0]
 
 
 def test_dot_dtypes():

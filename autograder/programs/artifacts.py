@@ -22,7 +22,9 @@ counts inside ``jax.shard_map`` bodies), ``largest_array`` (the largest tensor t
 its element count), with ``liveness="loop"`` or ``"branch"`` (first program only)
 ``region_live`` (:mod:`autograder.programs.region_liveness`), with ``pallas_facts=True``
 ``pallas`` (the Pallas kernels: :func:`autograder.programs.pallas_kernels.collect_kernel_facts`),
-and with ``compile=True``
+with ``handover=[source, target]`` (first program only) ``handover``, the values named
+scope ``source`` hands to scope ``target`` on the inputs
+(:mod:`autograder.programs.scope_handover`), and with ``compile=True``
 the optimized HLO's ``collectives`` (classes present, :data:`COLLECTIVES`), ``hlo_ops``
 and ``temp_bytes`` (``memory_analysis``). A program exported for several devices is
 placed on a mesh of the judge's devices with the names, sizes and axis types it was
@@ -233,8 +235,8 @@ def _mesh_of(exported, text: str, devices: list):
 
 
 def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool = False,
-               run: bool = True, pallas: bool = False, liveness: str | None = None
-               ) -> tuple[dict, _wire.Observation | None]:
+               run: bool = True, pallas: bool = False, liveness: str | None = None,
+               handover: list | None = None) -> tuple[dict, _wire.Observation | None]:
     """``(facts, outputs)`` of one serialized program; runs nothing refused."""
     import jax
     from jax.sharding import NamedSharding, PartitionSpec
@@ -288,6 +290,14 @@ def derive_one(blob: bytes, inputs: _wire.Observation | None, *, compile: bool =
             outputs = _wire.observe_tree(list(jax.tree.leaves(result)))
             if liveness:  # the region kind whose work the judge perturbs
                 facts |= liveness_facts(exported, call_args, call_kwargs, result, facts, liveness)
+            if handover:
+                from autograder.programs.scope_handover import handover_values
+
+                try:
+                    facts["handover"] = handover_values(exported, call_args, call_kwargs,
+                                                        *handover)
+                except Exception as err:  # noqa: BLE001 - judged as a failed check
+                    facts["handover"] = {"error": f"{type(err).__name__}: {str(err)[:200]}"}
     return facts, outputs
 
 
@@ -313,7 +323,8 @@ def derive(obs: _wire.Observation, params: dict) -> _wire.Observation:
             f, out = derive_one(blob, inputs, compile=bool(params.get("compile")),
                                 run=bool(params.get("run", True)),
                                 pallas=bool(params.get("pallas_facts")),
-                                liveness=params.get("liveness") if i == 0 else None)
+                                liveness=params.get("liveness") if i == 0 else None,
+                                handover=params.get("handover") if i == 0 else None)
         except Exception as err:  # noqa: BLE001 - a broken program is a failed check
             f, out = {"error": f"{type(err).__name__}: {str(err)[:300]}"}, None
         facts.append(f)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
 from autograder.programs.artifacts import explain_program, program_facts, programs_of
 from autograder.core.check import Check, explainer, run
 from autograder.core.feedback import format_failure
@@ -114,14 +116,22 @@ _ROLE = {"update": "parameter update", "grad": "gradient computation (forward an
 def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusive: dict,
                         section: str | None = None, hint: str | None = None,
                         fix: str | None = None, name: str | None = None,
-                        at_most: dict | None = None) -> None:
+                        at_most: dict | None = None,
+                        hands_over: tuple[str, str] | None = None,
+                        reference: Callable | None = None) -> None:
     """Exports ``jax.jit(fn)`` at ``args`` and judges its named scopes.
 
     ``required``: ``{scope: [primitives]}``, each primitive must appear inside that
     scope; ``exclusive``: ``{primitive: scope}``, every op of the primitive must lie
     inside the scope; ``at_most``: ``{scope: {"multiply|divide": n}}``, the scope holds
     at most ``n`` of those operations on arrays (StableHLO names; a scalar's arithmetic,
-    such as a learning rate's, is not counted). Returns nothing: the facts are derived from the exported program
+    such as a learning rate's, is not counted); ``hands_over=(source, target)``: every
+    float array that the reference's scope ``source`` hands to its scope ``target`` is
+    also among what the submission's ``source`` hands to its ``target`` (values on the
+    grader's inputs, up to sign: :func:`explain_handover`), where ``reference`` is a
+    function with those scopes written the intended way (the test cell's own, exported
+    at the same ``args`` wherever the check runs, so that the student's test cell and
+    the grade agree). Returns nothing: the facts are derived from the exported program
     (outside the student's process when grading).
 
     >>> import jax, jax.numpy as jnp
@@ -135,11 +145,16 @@ def assert_named_scopes(fn: Callable, args: Sequence, *, required: dict, exclusi
     """
     __tracebackhide__ = True
     label = name or getattr(fn, "__name__", "fn")
+    if hands_over and reference is None:
+        raise TypeError("assert_named_scopes(hands_over=...) needs reference=, a function "
+                        "with the scopes written the intended way")
+    expect = (lambda: programs_of((reference, tuple(args), None))) if hands_over else None
     run(Check("named_scopes", label, observe=lambda: programs_of((fn, tuple(args), None)),
-              observe_as="artifact",
+              observe_as="artifact", expect=expect, expect_as="artifact",
               params=dict(required={k: list(v) for k, v in required.items()},
                           exclusive=dict(exclusive), section=section, hint=hint, fix=fix,
-                          at_most={k: dict(v) for k, v in (at_most or {}).items()})))
+                          at_most={k: dict(v) for k, v in (at_most or {}).items()},
+                          **({"handover": list(hands_over)} if hands_over else {}))))
 
 
 def _program(observed, expected, label, section) -> tuple[str | None, dict]:
@@ -149,15 +164,82 @@ def _program(observed, expected, label, section) -> tuple[str | None, dict]:
 
 @explainer("named_scopes")
 def _explain_scopes(observed, expected, *, label: str, required: dict, exclusive: dict,
-                    section=None, hint=None, fix=None, at_most=None,
+                    section=None, hint=None, fix=None, at_most=None, handover=None,
                     **_ignored) -> str | None:
     problem, facts = _program(observed, expected, label, section)
     if problem:
         return problem
     text = " ".join(f'loc("{name}")' for name in facts.get("locations", []))
-    return explain_scopes(scope_facts(text), required=required, exclusive=exclusive,
-                          name=label, section=section, hint=hint, fix=fix, at_most=at_most,
-                          counts=facts.get("scope_ops") or [])
+    problem = explain_scopes(scope_facts(text), required=required, exclusive=exclusive,
+                             name=label, section=section, hint=hint, fix=fix,
+                             at_most=at_most, counts=facts.get("scope_ops") or [])
+    if problem or not handover or expected is None:
+        return problem
+    reference = (program_facts(expected) or [{}])[0].get("handover")
+    return explain_handover(facts.get("handover"), reference, source=handover[0],
+                            target=handover[1], name=label, section=section)
+
+
+def explain_handover(observed, reference, *, source: str, target: str, name: str,
+                     section: str | None = None, rtol: float = 1e-4,
+                     atol: float = 1e-5) -> str | None:
+    """Each float array (not a scalar) that the reference's scope ``source`` hands to
+    its scope ``target`` must be among what the submission's hands over, up to sign
+    (``-g`` handed to ``w + lr * g`` is the same split of the work): the gradient's
+    scope hands the update the gradient, not a multiple of it whose factor was folded
+    into the learning rate. ``observed``/``reference``: the ``handover`` facts
+    (:func:`autograder.programs.scope_handover.handover_values`).
+
+    >>> g = {"shape": [2], "dtype": "float32", "values": [1.0, -2.0]}
+    >>> explain_handover([g], [g], source="grad", target="update", name="step") is None
+    True
+    >>> half = dict(g, values=[0.5, -1.0])
+    >>> print(explain_handover([half], [g], source="grad", target="update", name="step"))
+    step's scope 'update' does not read from scope 'grad' what the reference's does
+      expected: a float32 (2,) array equal to the one the reference's 'grad' hands over (up to sign): [1, -2]
+      got:      float32 (2,): [0.5, -1]
+      likely cause: part of the gradient computation (forward and backward) lies outside jax.named_scope('grad'): a factor (such as a mean's 1/n) applied in the parameter update or folded into a scalar
+      fix: compute all of the gradient computation (forward and backward) inside jax.named_scope('grad') and hand its result to the parameter update as it is
+    """
+    if not isinstance(reference, list):
+        return None  # the reference's program could not be rewritten: nothing to compare
+    role, user = _ROLE.get(source, source), _ROLE.get(target, target)
+    if not isinstance(observed, list):
+        return format_failure(
+            f"the grader could not read what {name}'s scope {target!r} reads from {source!r}",
+            got=str((observed or {}).get("error") if isinstance(observed, dict) else observed),
+            section=section)
+
+    def shown(entry) -> str:
+        values = entry.get("values")
+        body = ("[" + ", ".join(f"{v:.6g}" for v in values[:4])
+                + (", ..." if len(values) > 4 else "") + "]") if values else "(too large)"
+        return f"{entry['dtype']} {tuple(entry['shape'])}: {body}"
+
+    for want in reference:
+        if not want.get("shape") or want.get("values") is None:
+            continue  # a scalar (a learning rate converted inside a scope) or too large
+        expect = np.asarray(want["values"])
+        tol = atol * max(1.0, float(np.max(np.abs(expect), initial=0.0)))
+        if any(list(got.get("shape") or []) == list(want["shape"])
+               and got.get("values") is not None
+               and any(np.allclose(sign * np.asarray(got["values"]), expect, rtol=rtol, atol=tol)
+                       for sign in (1.0, -1.0))
+               for got in observed):
+            continue
+        return format_failure(
+            f"{name}'s scope {target!r} does not read from scope {source!r} what the "
+            "reference's does",
+            expected=(f"a {want['dtype']} {tuple(want['shape'])} array equal to the one "
+                      f"the reference's {source!r} hands over (up to sign): "
+                      + shown(want).split(": ", 1)[1]),
+            got="; ".join(shown(g) for g in observed[:4]) or "nothing",
+            cause=(f"part of the {role} lies outside jax.named_scope({source!r}): a factor "
+                   f"(such as a mean's 1/n) applied in the {user} or folded into a scalar"),
+            fix=(f"compute all of the {role} inside jax.named_scope({source!r}) and hand "
+                 f"its result to the {user} as it is"),
+            section=section)
+    return None
 
 
 # ------------------------------------------------------------------ matrix products

@@ -1013,6 +1013,20 @@ VARIANTS = {
             "    with jax.named_scope('update'):\n"
             "        updates = jax.tree.map(lambda d: -lr * d, g)  # optax's sign: added\n"
             "        return jax.tree.map(lambda p, u: p + u, w, updates)\n",
+            # A jitted gradient, a reshape between the scopes, a jitted update.
+            "def scoped_step(w, x, y, lr):\n"
+            "    loss = lambda w: jnp.mean(jnp.square(x @ w - y))\n"
+            "    with jax.named_scope('grad'):\n"
+            "        g = jax.jit(jax.grad(loss))(w)\n"
+            "    g = g.reshape(1, -1)\n"
+            "    with jax.named_scope('update'):\n"
+            "        return jax.jit(lambda w, g: w - lr * g[0])(w, g)\n",
+            # The gradient's sign flipped in its scope, the update adds.
+            "def scoped_step(w, x, y, lr):\n"
+            "    with jax.named_scope('grad'):\n"
+            "        descent = -jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)\n"
+            "    with jax.named_scope('update'):\n"
+            "        return w + lr * descent\n",
         ],
         "wrong": [
             ("part of the gradient (its mean's 2/n) applied in the update scope",
@@ -1027,6 +1041,19 @@ VARIANTS = {
              "        g = jax.grad(lambda w: 2.0 * jnp.sum((x @ w - y) ** 2))(w)\n"
              "    with jax.named_scope('update'):\n"
              "        return w - lr * g / (2.0 * x.shape[0])\n"),
+            ("the mean's 1/n folded into the learning rate, inside the update scope",
+             "def scoped_step(w, x, y, lr):\n"
+             "    with jax.named_scope('grad'):\n"
+             "        g = jax.grad(lambda w: jnp.sum((x @ w - y) ** 2))(w)\n"
+             "    with jax.named_scope('update'):\n"
+             "        return w - (lr / x.shape[0]) * g\n"),
+            ("the mean's 1/n folded into the learning rate inside the grad scope",
+             "def scoped_step(w, x, y, lr):\n"
+             "    with jax.named_scope('grad'):\n"
+             "        g = jax.grad(lambda w: jnp.sum((x @ w - y) ** 2))(w)\n"
+             "        step = lr / x.shape[0]\n"
+             "    with jax.named_scope('update'):\n"
+             "        return w - step * g\n"),
             ("no named scopes",
              "def scoped_step(w, x, y, lr):\n"
              "    return w - lr * jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)\n"),
