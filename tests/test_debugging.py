@@ -734,6 +734,12 @@ def test_what_the_gradient_scope_hands_to_the_update_is_judged():
         with jax.named_scope("update"):
             return w - lr * g[0]
 
+    def column(w, x, y, lr):  # the gradient as an (n, 1) column, squeezed in the update
+        with jax.named_scope("grad"):
+            g = 2.0 / x.shape[0] * x.T @ (x @ w[:, None] - y[:, None])
+        with jax.named_scope("update"):
+            return w - lr * g[:, 0]
+
     def climbs_down(w, x, y, lr):  # -grad handed over, the update adds
         with jax.named_scope("grad"):
             d = -jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
@@ -762,7 +768,8 @@ def test_what_the_gradient_scope_hands_to_the_update_is_judged():
     with pytest.raises(TypeError, match="needs reference="):
         assert_named_scopes(reference_solution, args, hands_over=("grad", "update"),
                             required={}, exclusive={})
-    right = {"optax": _sgd_step(with_optax), "reshaped": reshaped, "climbs_down": climbs_down}
+    right = {"optax": _sgd_step(with_optax), "reshaped": reshaped, "climbs_down": climbs_down,
+             "column": column}
     wrong = {"folded_in_update": _sgd_step(lambda w, g, lr: w - (lr / 9) * g, summed),
              "folded_in_grad": folded_in_grad}
     for name, fn in {**right, **wrong}.items():

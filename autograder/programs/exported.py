@@ -185,7 +185,8 @@ def explain_handover(observed, reference, *, source: str, target: str, name: str
                      atol: float = 1e-5) -> str | None:
     """Each float array (not a scalar) that the reference's scope ``source`` hands to
     its scope ``target`` must be among what the submission's hands over, up to sign
-    (``-g`` handed to ``w + lr * g`` is the same split of the work): the gradient's
+    (``-g`` handed to ``w + lr * g`` is the same split of the work) and up to shape (the
+    same elements as a column or a row): the gradient's
     scope hands the update the gradient, not a multiple of it whose factor was folded
     into the learning rate. ``observed``/``reference``: the ``handover`` facts
     (:func:`autograder.programs.scope_handover.handover_values`).
@@ -221,8 +222,9 @@ def explain_handover(observed, reference, *, source: str, target: str, name: str
             continue  # a scalar (a learning rate converted inside a scope) or too large
         expect = np.asarray(want["values"])
         tol = atol * max(1.0, float(np.max(np.abs(expect), initial=0.0)))
-        if any(list(got.get("shape") or []) == list(want["shape"])
-               and got.get("values") is not None
+        # The same elements in any shape: a gradient computed as an (n, 1) column and
+        # squeezed in the update is the same split of the work.
+        if any(got.get("values") is not None and len(got["values"]) == expect.size
                and any(np.allclose(sign * np.asarray(got["values"]), expect, rtol=rtol, atol=tol)
                        for sign in (1.0, -1.0))
                for got in observed):

@@ -1021,6 +1021,12 @@ VARIANTS = {
             "    g = g.reshape(1, -1)\n"
             "    with jax.named_scope('update'):\n"
             "        return jax.jit(lambda w, g: w - lr * g[0])(w, g)\n",
+            # The gradient as an (n, 1) column, squeezed by the update.
+            "def scoped_step(w, x, y, lr):\n"
+            "    with jax.named_scope('grad'):\n"
+            "        g = 2.0 / x.shape[0] * x.T @ (x @ w[:, None] - y[:, None])\n"
+            "    with jax.named_scope('update'):\n"
+            "        return w - lr * g[:, 0]\n",
             # The gradient's sign flipped in its scope, the update adds.
             "def scoped_step(w, x, y, lr):\n"
             "    with jax.named_scope('grad'):\n"
