@@ -71,6 +71,72 @@ def submitted_solutions(submission: dict | None, wanted=None) -> dict[str, str]:
     return found
 
 
+def _top_level_names(source: str) -> set[str]:
+    """Names a cell defines at its top level (functions, classes, imports, plain
+    assignments); IPython's magics and shell lines are skipped, a cell that does not
+    parse defines nothing."""
+    import ast
+
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines())
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def added_definitions(source_nb: dict, submission: dict | None) -> list[str]:
+    """Names that a submission defines only in code cells the grader does not run (cells
+    the student added: no solution cell of theirs and no cell of the source defines
+    them). Grading runs the solution cells, so an answer that needs one fails with a
+    NameError; the feedback says why (:func:`note_added_names`)."""
+    cells = submission.get("cells", []) if isinstance(submission, dict) else []
+    known: set[str] = set()
+    for cell in source_nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            known |= _top_level_names(text(cell.get("source")))
+    added: set[str] = set()
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        names = _top_level_names(text(cell.get("source")))
+        if isinstance(meta(cell).get("grade_id"), str):
+            known |= names  # a solution cell (or any cell the grader knows) runs
+        else:
+            added |= names
+    return sorted(added - known)
+
+
+def note_added_names(message: str, added: list[str]) -> str:
+    """``message`` with a note when it reports a NameError and the submission defines
+    names only in cells the student added (the error's own text may be withheld, as for
+    a hidden check, so every such name is listed: the first five).
+
+    >>> print(note_added_names("f raised NameError", ["helper"]))
+    f raised NameError
+      note: `helper` is defined only in a cell you added; grading runs the solution cells (and the lessons they need), not added ones: move it into a solution cell
+    >>> note_added_names("f raised TypeError", ["helper"])
+    'f raised TypeError'
+    """
+    if not added or "NameError" not in (message or ""):
+        return message
+    names = added[:5]
+    shown = ", ".join(f"`{n}`" for n in names) + (", ..." if len(added) > 5 else "")
+    return (f"{message}\n  note: {shown} {'is' if len(added) == 1 else 'are'} defined only "
+            "in a cell you added; grading runs the solution cells (and the lessons they "
+            "need), not added ones: move it into a solution cell")
+
+
 def stub_source(source: str, stub: str = DEFAULT_STUB) -> str:
     """The release version of a solution cell (what a blank submission contains).
 

@@ -243,6 +243,9 @@ def judge_bundle(bundle: dict, tests: list[str], reference: dict, *,
                     fix="leave the grader's files in the probe/ folder alone"))
         if held and test_id in held:
             verdict = _judge.Verdict(False, held[test_id], held=True)
+        elif not verdict.passed and bundle.get("added_names"):
+            verdict = dataclasses.replace(verdict, message=_nb.note_added_names(
+                verdict.message, bundle["added_names"]))
         verdicts[test_id] = dataclasses.asdict(verdict)
     return verdicts
 

@@ -95,6 +95,7 @@ def run_task(job: Job) -> dict:
         bundle["held_solutions"] = {g: "; ".join(r[:5])
                                     for g, r in _policy.held_exercises(source, solutions).items()}
         bundle["rebuilt"] = rebuilt
+        bundle["added_names"] = _nb.added_definitions(source, job.submissions[name])
         bundles[name] = bundle
     return {"student": job.student, "bundles": bundles, "held": held_all,
             "seconds": time.monotonic() - start}

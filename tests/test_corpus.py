@@ -168,6 +168,19 @@ def test_case_outcome(corpus, case):
     assert ledger[case["name"]]["status"] == outcome.status
 
 
+def test_a_helper_in_an_added_cell_is_named_in_the_feedback(corpus):
+    # Plain nbgrader would run the added cell; the grader runs the solution cells only,
+    # so the NameError's message says where the name is and what to do.
+    course, _, _, _ = corpus
+    bundle = json.loads((course / "autograded" / ".grading" / assignment.NAME / "bundles"
+                         / "added_cell_helper" / f"{assignment.NAME}.json").read_text())
+    message = bundle["verdicts"]["test_corpus_add"]["message"]
+    assert "raised NameError" in message, message
+    assert "note: `_plus` is defined only in a cell you added; grading runs the solution " \
+           "cells" in message, message
+    assert bundle["verdicts"]["test_corpus_norm2"]["passed"]
+
+
 def test_nothing_left_behind(corpus):
     course, _, marker, listener = corpus
     assert _leftovers(marker) == []

@@ -103,6 +103,9 @@ CASES = [
           expect=graded(2)),
     _case("honest_float64", "correct, asks for float64 (JAX warns and truncates)",
           add="def add(x, y):\n    return jnp.asarray(x, jnp.float64) + y\n", expect=graded(2)),
+    _case("added_cell_helper", "add calls a helper defined only in a cell the student "
+          "added: grading runs the solution cells, so add fails (its feedback says why)",
+          add="def add(x, y):\n    return _plus(x, y)\n", mutate="added_cell", expect=graded(1)),
     _case("honest_syntax_error", "a syntax error in one solution", add="def add(x, y)\n    return x\n",
           expect=graded(1)),
     _case("honest_big_output", "prints 3 MB once, then answers correctly",
@@ -343,6 +346,13 @@ def mutate(name: str, nb: dict, folder) -> str | bytes | None:
         nb["nbformat_minor"] = 4
         for c in nb["cells"]:
             c.pop("id", None)
+    elif name == "added_cell":
+        first = _cells(nb, "corpus_add")[0]
+        added = {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                 "source": "def _plus(x, y):\n    return x + y\n"}
+        if "id" in first:
+            added["id"] = "added-by-student"
+        nb["cells"].insert(nb["cells"].index(first) + 1, added)
     elif name == "delete_norm2":
         nb["cells"] = [c for c in nb["cells"] if "norm2" not in
                        c.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")]
