@@ -3,7 +3,7 @@
 "Put the whole gradient computation inside ``jax.named_scope("grad")`` and the update
 inside ``"update"``" is a statement about data flow: the value the update reads from the
 gradient's scope is the gradient. The op counts of each scope cannot judge it: a factor
-of the gradient (its mean's ``2/n``) folded into the learning rate, in either scope, is
+of the gradient (its mean's ``1/n``) folded into the learning rate, in either scope, is
 scalar arithmetic, and the values each scope hands over are then not the gradient.
 :func:`handover_values` rewrites the exported program so that ``main`` also returns
 every value that an operation of scope ``source`` defines and an operation of scope
@@ -23,9 +23,9 @@ import numpy as np
 
 from autograder.programs.mlir_rewrite import funcs_of, operations, walk_ops
 from autograder.programs.region_work import LAYOUT
+from autograder.programs.text import named_scopes
 
 _NAME = re.compile(r'loc\("((?:jit|pjit)\([^"]*)"')
-_TRANSFORM = re.compile(r"^[\w.]+\(.*\)$")  # jvp(), transpose(jvp()), vmap(...)
 _FLOATS = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 # A value handed over is kept whole up to this many elements (the check compares them).
 MAX_ELEMENTS = 1 << 16
@@ -36,10 +36,8 @@ def scopes_of(op) -> tuple[str, ...]:
 
     An operation without a ``jit(...)`` name (a constant JAX placed at the top) has none."""
     m = _NAME.search(str(op.location))
-    if not m:
-        return ()
-    parts = m.group(1).split("/")
-    return tuple(p for p in parts[1:-1] if not _TRANSFORM.match(p))
+    scoped = named_scopes(m.group(1)) if m else None
+    return scoped[0] if scoped else ()
 
 
 def _crossing(main, source: str, target: str) -> list:
@@ -134,3 +132,12 @@ def handover_values(exported, call_args, call_kwargs, source: str, target: str
                        "values": array.ravel().tolist() if array.size <= MAX_ELEMENTS
                        else None})
     return handed
+
+
+def handover_facts(exported, call_args, call_kwargs, source: str, target: str):
+    """:func:`handover_values` for :func:`autograder.programs.artifacts.derive_one`, or
+    ``{"error": ...}`` when the program cannot be rewritten (a failed check)."""
+    try:
+        return handover_values(exported, call_args, call_kwargs, source, target)
+    except Exception as err:  # noqa: BLE001 - judged as a failed check
+        return {"error": f"{type(err).__name__}: {str(err)[:200]}"}

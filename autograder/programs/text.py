@@ -237,6 +237,20 @@ _DOT = re.compile(r"stablehlo\.dot_general\b.*:\s*\((tensor<[^>]*>),\s*(tensor<[
                   r"\s*->\s*(tensor<[^>]*>)")
 
 
+def named_scopes(name: str) -> tuple[tuple[str, ...], str] | None:
+    """``(the jax.named_scope labels, the primitive)`` of an op's full location name
+    (``jit(step)/grad/transpose(jvp())/dot_general`` -> ``(("grad",), "dot_general")``:
+    the jit and the transformations are not scopes); None for a name without a path.
+
+    >>> named_scopes("jit(step)/grad/transpose(jvp())/dot_general")
+    (('grad',), 'dot_general')
+    """
+    parts = name.split("/")
+    if len(parts) < 2:
+        return None
+    return tuple(p for p in parts[1:-1] if not _TRANSFORM.match(p)), parts[-1]
+
+
 def scope_facts(text: str) -> dict[str, list[str]]:
     """``{primitive: sorted scope paths}`` from the op locations of an exported program
     (its text, or its ``locations`` fact joined as ``loc("...")`` entries).
@@ -252,12 +266,8 @@ def scope_facts(text: str) -> dict[str, list[str]]:
     facts: dict[str, set] = {}
     names = ([name for _, _, name in op_locations(text)] if "func.func" in text
              else _LOC.findall(text))
-    for name in names:
-        parts = name.split("/")
-        if len(parts) < 2:
-            continue
-        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
-        facts.setdefault(parts[-1], set()).add("/".join(scopes))
+    for scoped in filter(None, map(named_scopes, names)):
+        facts.setdefault(scoped[1], set()).add("/".join(scoped[0]))
     return {prim: sorted(paths) for prim, paths in sorted(facts.items())}
 
 
@@ -348,11 +358,9 @@ def scope_op_counts(text: str) -> list[list]:
         results = signature_types(line.split(" loc(")[0].rsplit(" : ", 1)[-1])[1]
         if not results or not dims(results[-1]):
             continue  # a scalar (the learning rate's own arithmetic): not the update's
-        parts = name.split("/")
-        if len(parts) < 2:
-            continue
-        scopes = [p for p in parts[1:-1] if not _TRANSFORM.match(p)]
-        counts[("/".join(scopes), op.split(".", 1)[-1])] += 1
+        scoped = named_scopes(name)
+        if scoped is not None:
+            counts[("/".join(scoped[0]), op.split(".", 1)[-1])] += 1
     return [[scope, op, n] for (scope, op), n in sorted(counts.items())][:500]
 
 
