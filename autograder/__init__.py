@@ -79,7 +79,8 @@ from autograder.random.tree import (
     assert_wide_key_tree, collect_key_carrying_loops, count_prng_ops)
 
 # control_flow: control flow and loops (05)
-from autograder.control_flow.loop_facts import assert_compiled_as_loop, collect_loop_facts
+from autograder.control_flow.loop_facts import (
+    assert_compiled_as_loop, assert_loops_until_settled, collect_loop_facts)
 from autograder.control_flow.loop_grads import assert_loop_grads_match_numeric
 from autograder.control_flow.jit_compat import (
     assert_jitted_with_static, assert_works_under_jit)

@@ -270,3 +270,63 @@ def explain_loop_program(observed, expected, *, label: str, body_op: str, trip_c
     if problem:
         return problem
     return explain_program(observed, expected, label=label, section=section, **TIE_TOLERANCE)
+
+
+def assert_loops_until_settled(fn: Callable, args: Sequence, *, loops: int = 1,
+                               name: str | None = None, section: str | None = None,
+                               hint: str | None = None, fix: str | None = None) -> None:
+    """Asserts that the program of ``fn(*args)`` runs at least ``loops`` loops that stop
+    when the values settle: ``stablehlo.while`` loops whose condition computes on floats
+    (:func:`autograder.programs.while_trips.while_stops_on_values`). A loop with a fixed
+    number of steps (``fori_loop``, ``scan``, a counter and a bound) or a direct solve
+    in its place does not count, whatever values it gives. Checked on the program
+    exported from ``fn`` (``args`` are traced), run on the grader's inputs.
+
+    >>> import jax, jax.numpy as jnp
+    >>> def settle(x):
+    ...     return jax.lax.while_loop(lambda c: jnp.abs(c[1] - c[0]) > 1e-6,
+    ...                               lambda c: (c[1], jnp.cos(c[1])), (x, jnp.cos(x)))[1]
+    >>> assert_loops_until_settled(settle, (jnp.float32(1.0),))
+    >>> assert_loops_until_settled(lambda x: jax.lax.fori_loop(0, 99, lambda i, c: jnp.cos(c), x),
+    ...                            (jnp.float32(1.0),), name="hundred_steps")
+    Traceback (most recent call last):
+    ...
+    autograder.core.feedback.CheckFailure: hundred_steps runs 0 loop(s) that stop when the values settle, expected 1
+      expected: 1 `lax.while_loop`(s) whose condition reads the iterates (the number of steps is not known in advance)
+      got:      1 while loop(s), none of them stopping on the values
+      likely cause: a loop with a fixed number of steps (fori_loop, scan), or a direct solve, in place of iterating until the change is small
+      fix: iterate with lax.while_loop, its condition comparing the largest change with the tolerance
+    """
+    __tracebackhide__ = True
+    label = name or call_signature(fn, args)
+    observe, expect = program_sides(lambda: programs_of((fn, as_arrays(tuple(args)), None)))
+    run(Check("loops_until_settled", label, observe=observe, expect=expect,
+              observe_as="artifact", expect_as="artifact",
+              params=dict(loops=loops, section=section, hint=hint, fix=fix)))
+
+
+@explainer("loops_until_settled", errors=True)
+def explain_loops_until_settled(observed, expected, *, label: str, loops: int,
+                                section: str | None = None, hint: str | None = None,
+                                fix: str | None = None, **_ignored) -> str | None:
+    if observed.kind == "error":
+        return explain_jit_error(observed, label, context="when lowered to StableHLO",
+                                 section=section)
+    problem = explain_program(observed, expected, label=label, section=section,
+                              **TIE_TOLERANCE)
+    if problem:
+        return problem
+    stops = program_facts(observed)[0].get("while_stops") or []
+    found = sum(1 for s in stops if s)
+    if found >= loops:
+        return None
+    return format_failure(
+        f"{label} runs {found} loop(s) that stop when the values settle, expected {loops}",
+        expected=f"{loops} `lax.while_loop`(s) whose condition reads the iterates (the "
+                 "number of steps is not known in advance)",
+        got=f"{len(stops)} while loop(s), {found or 'none'} of them stopping on the values",
+        cause=hint or "a loop with a fixed number of steps (fori_loop, scan), or a direct "
+                      "solve, in place of iterating until the change is small",
+        fix=fix or "iterate with lax.while_loop, its condition comparing the largest "
+                   "change with the tolerance",
+        section=section)

@@ -16,7 +16,8 @@ from collections import Counter
 from autograder.programs.array_sizes import largest_array
 from autograder.programs.mlir import dims, parse_module, signature_types
 from autograder.programs.region_work import LAYOUT, program_work, region_work
-from autograder.programs.while_trips import trip_counts_by_function, while_trip_counts
+from autograder.programs.while_trips import (trip_counts_by_function, while_stops_on_values,
+                                             while_trip_counts)
 
 # Custom calls a plain JAX program on CPU may contain (shardings, LAPACK); anything
 # else, host callbacks included, is refused.
@@ -81,6 +82,7 @@ def static_facts(text: str) -> dict:
             "refused": refused, "donated": donated, "aliased": aliased, "locations": locations,
             "manual_ops": _manual_ops(text), "size": len(text),
             "while_trips": while_trip_counts(text, trips),
+            "while_stops": while_stops_on_values(text),
             "dots": dot_facts(text)[:200], "largest_array": largest_array(text),
             "region_work": region_work(text, funcs),
             "work": program_work(text, funcs, trips),

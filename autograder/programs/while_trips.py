@@ -16,6 +16,7 @@ import re
 _FUNC = re.compile(r"(?m)^\s*func\.func ")
 _INT_CONSTANT = re.compile(r"(%[\w#]+) = stablehlo\.constant dense<(-?\d+)> : tensor<[iu]\d+>")
 _WHILE = re.compile(r"stablehlo\.while\((.*?)\) :.*?\n\s*cond \{(.*?)\n\s*\} do \{", re.S)
+_WHILE_TYPED = re.compile(r"stablehlo\.while\((.*?)\) :([^\n]*)\n\s*cond \{(.*?)\n\s*\} do \{", re.S)
 _COMPARE = re.compile(r"stablehlo\.compare\s+(LT|LE|GT|GE|NE), (%[\w#]+), (%[\w#]+)")
 _RETURN = re.compile(r"stablehlo\.return ([^:]*?) :")
 _STEP = re.compile(r"(%[\w#]+) = stablehlo\.(add|subtract) (%[\w#]+), (%[\w#]+)")
@@ -34,6 +35,36 @@ def while_trip_counts(text: str, by_function: list[list] | None = None) -> list:
     """
     by_function = trip_counts_by_function(text) if by_function is None else by_function
     return [k for counts in by_function for k in counts][:100]
+
+
+_FLOAT_TYPE = re.compile(r"tensor<(?:[\dx?]*x)?(?:f16|bf16|f32|f64|f8\w*)>")
+
+
+def while_stops_on_values(text: str) -> list[bool]:
+    """For each ``stablehlo.while`` of a program (every function, in order; at most 100),
+    whether its condition computes on floating-point values or reads a boolean the body
+    carries (computed there from the values): a ``while_loop`` that stops when the
+    iterates settle does, a counted loop (``fori_loop``, ``scan``, a counter compared
+    with a bound) reads only integers.
+
+    >>> import jax, jax.numpy as jnp
+    >>> settle = lambda x: jax.lax.while_loop(lambda c: jnp.abs(c[1] - c[0]) > 1e-6,
+    ...                                       lambda c: (c[1], jnp.cos(c[1])), (x, jnp.cos(x)))
+    >>> count = lambda x: jax.lax.fori_loop(0, 10, lambda i, c: jnp.cos(c), x)
+    >>> flag = lambda x: jax.lax.while_loop(lambda c: ~c[1], lambda c: (jnp.cos(c[0]),
+    ...                                     jnp.abs(jnp.cos(c[0]) - c[0]) < 1e-6), (x, False))
+    >>> [while_stops_on_values(jax.jit(f).lower(1.0).as_text()) for f in (settle, count, flag)]
+    [[True], [False], [True]]
+    """
+    out = []
+    for m in _WHILE_TYPED.finditer(text):
+        names = [a.split("=")[0].strip() for a in m.group(1).split(",")]
+        types = re.findall(r"tensor<[^>]*>", m.group(2))
+        flags = [n for n, t in zip(names, types) if t == "tensor<i1>"]
+        # A flag carried from the body (computed there from the values) counts too.
+        out.append(bool(_FLOAT_TYPE.search(m.group(3))) or any(
+            re.search(re.escape(n) + r"\b", m.group(3)) for n in flags))
+    return out[:100]
 
 
 def trip_counts_by_function(text: str) -> list[list]:

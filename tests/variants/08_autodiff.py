@@ -444,26 +444,139 @@ VARIANTS = {
             "\n"
             "implicit_fixed_point.defvjp(_fp_fwd, _fp_bwd)\n",
             # The adjoint by a dense solve of (I - df/dx)^T w = x_bar (fine for small n).
-            "def implicit_fixed_point(f, theta, x_init):\n"
-            "    def run(theta, x0):\n"
-            "        def cond(c):\n"
-            "            return (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
-            "        body = lambda c: (c[1], f(theta, c[1]), c[2] + 1)\n"
-            "        return lax.while_loop(cond, body, (x0, f(theta, x0), 1))[1]\n"
-            "    solve = jax.custom_vjp(run)\n"
-            "    def fwd(theta, x0):\n"
-            "        x_star = run(theta, x0)\n"
-            "        return x_star, (theta, x_star)\n"
-            "    def bwd(res, x_bar):\n"
-            "        theta, x_star = res\n"
-            "        Jx = jax.jacfwd(lambda x: f(theta, x))(x_star)\n"
-            "        w = jnp.linalg.solve(jnp.eye(x_star.shape[0]) - Jx.T, x_bar)\n"
-            "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
-            "        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
-            "    solve.defvjp(fwd, bwd)\n"
-            "    return solve(theta, x_init)\n",
+            'def implicit_fixed_point(f, theta, x_init):\n'
+            '    # The loop carries a flag the body computes; the condition reads the flag.\n'
+            '    def settle(g, x0):\n'
+            '        def body(c):\n'
+            '            x, _, i = c\n'
+            '            x_new = g(x)\n'
+            '            return x_new, jnp.max(jnp.abs(x_new - x)) <= 1e-6, i + 1\n'
+            '        return lax.while_loop(lambda c: ~c[1] & (c[2] < 1000), body,\n'
+            '                              (x0, jnp.array(False), 0))[0]\n'
+            '\n'
+            '    @jax.custom_vjp\n'
+            '    def solve(theta, x_init):\n'
+            '        return settle(lambda x: f(theta, x), x_init)\n'
+            '\n'
+            '    def solve_fwd(theta, x_init):\n'
+            '        x_star = solve(theta, x_init)\n'
+            '        return x_star, (theta, x_star)\n'
+            '\n'
+            '    def solve_bwd(res, x_bar):\n'
+            '        theta, x_star = res\n'
+            '        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n'
+            '        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n'
+            '        w = settle(lambda w: x_bar + vjp_x(w)[0], x_bar)\n'
+            '        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n'
+            '\n'
+            '    solve.defvjp(solve_fwd, solve_bwd)\n'
+            '    return solve(theta, x_init)\n',
         ],
         "wrong": [
+            ('the adjoint by a fixed 50 steps (a truncated Neumann series): 20 % off on a slow contraction',
+             'def implicit_fixed_point(f, theta, x_init):\n'
+             '    def iterate(g, x0):\n'
+             '        def cond(carry):\n'
+             '            x, x_new, i = carry\n'
+             '            return (jnp.max(jnp.abs(x_new - x)) > 1e-6) & (i < 1000)\n'
+             '        def body(carry):\n'
+             '            _, x, i = carry\n'
+             '            return x, g(x), i + 1\n'
+             '        return lax.while_loop(cond, body, (x0, g(x0), 1))[1]\n'
+             '\n'
+             '    @jax.custom_vjp\n'
+             '    def solve(theta, x_init):\n'
+             '        return iterate(lambda x: f(theta, x), x_init)\n'
+             '\n'
+             '    def solve_fwd(theta, x_init):\n'
+             '        x_star = solve(theta, x_init)\n'
+             '        return x_star, (theta, x_star)\n'
+             '\n'
+             '    def solve_bwd(residuals, x_bar):\n'
+             '        theta, x_star = residuals\n'
+             '        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n'
+             '        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n'
+             '        # the adjoint by a truncated Neumann series: 50 terms, no convergence test\n'
+             '        w = lax.fori_loop(0, 50, lambda i, w: x_bar + vjp_x(w)[0], x_bar)\n'
+             '        (theta_bar,) = vjp_theta(w)\n'
+             '        return theta_bar, jnp.zeros_like(x_star)\n'
+             '\n'
+             '    solve.defvjp(solve_fwd, solve_bwd)\n'
+             '    return solve(theta, x_init)\n'),
+            ('no custom_vjp: a 1000-step fori_loop that freezes once settled, differentiated through',
+             'def implicit_fixed_point(f, theta, x_init):\n'
+             '    # no custom_vjp: a fixed 1000-step loop that freezes once converged, differentiated through\n'
+             '    def body(i, carry):\n'
+             '        x, done = carry\n'
+             '        x_new = f(theta, x)\n'
+             '        settled = jnp.max(jnp.abs(x_new - x)) <= 1e-6\n'
+             '        return jnp.where(done, x, x_new), done | settled\n'
+             '    x, _ = lax.fori_loop(0, 1000, body, (x_init, jnp.array(False)))\n'
+             '    return x\n'),
+            ("the adjoint by a dense solve (jacfwd, then solve): the matrix df/dx formed, no second loop for w",
+             "def implicit_fixed_point(f, theta, x_init):\n"
+             "    def run(theta, x0):\n"
+             "        def cond(c):\n"
+             "            return (jnp.max(jnp.abs(c[1] - c[0])) > 1e-6) & (c[2] < 1000)\n"
+             "        body = lambda c: (c[1], f(theta, c[1]), c[2] + 1)\n"
+             "        return lax.while_loop(cond, body, (x0, f(theta, x0), 1))[1]\n"
+             "    solve = jax.custom_vjp(run)\n"
+             "    def fwd(theta, x0):\n"
+             "        x_star = run(theta, x0)\n"
+             "        return x_star, (theta, x_star)\n"
+             "    def bwd(res, x_bar):\n"
+             "        theta, x_star = res\n"
+             "        Jx = jax.jacfwd(lambda x: f(theta, x))(x_star)\n"
+             "        w = jnp.linalg.solve(jnp.eye(x_star.shape[0]) - Jx.T, x_bar)\n"
+             "        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n"
+             "        return vjp_theta(w)[0], jnp.zeros_like(x_star)\n"
+             "    solve.defvjp(fwd, bwd)\n"
+             "    return solve(theta, x_init)\n"),
+            ('lax.custom_root with a dense tangent solve: no custom_vjp, no loop for w',
+             'def implicit_fixed_point(f, theta, x_init):\n'
+             '    def solver(g, x0):\n'
+             '        def cond(carry):\n'
+             '            x, x_new, i = carry\n'
+             '            return (jnp.max(jnp.abs(x_new - x)) > 1e-6) & (i < 1000)\n'
+             '        def body(carry):\n'
+             '            _, x, i = carry\n'
+             '            return x, x - g(x), i + 1\n'
+             '        return lax.while_loop(cond, body, (x0, x0 - g(x0), 1))[1]\n'
+             '\n'
+             '    def tangent_solve(g, y):\n'
+             '        J = jax.jacobian(g)(y)\n'
+             '        return jnp.linalg.solve(J, y)\n'
+             '\n'
+             '    return lax.custom_root(lambda x: x - f(theta, x), x_init, solver, tangent_solve)\n'),
+            ('forward and adjoint as 1000-step fori_loops that freeze once settled: no while_loop',
+             'def implicit_fixed_point(f, theta, x_init):\n'
+             '    # forward and adjoint solves as 1000-step fori_loops that freeze once settled (no while_loop)\n'
+             '    def iterate(g, x0):\n'
+             '        def body(i, carry):\n'
+             '            x, done = carry\n'
+             '            x_new = g(x)\n'
+             '            settled = jnp.max(jnp.abs(x_new - x)) <= 1e-6\n'
+             '            return jnp.where(done, x, x_new), done | settled\n'
+             '        return lax.fori_loop(0, 1000, body, (x0, jnp.array(False)))[0]\n'
+             '\n'
+             '    @jax.custom_vjp\n'
+             '    def solve(theta, x_init):\n'
+             '        return iterate(lambda x: f(theta, x), x_init)\n'
+             '\n'
+             '    def solve_fwd(theta, x_init):\n'
+             '        x_star = solve(theta, x_init)\n'
+             '        return x_star, (theta, x_star)\n'
+             '\n'
+             '    def solve_bwd(residuals, x_bar):\n'
+             '        theta, x_star = residuals\n'
+             '        _, vjp_theta = jax.vjp(lambda t: f(t, x_star), theta)\n'
+             '        _, vjp_x = jax.vjp(lambda x: f(theta, x), x_star)\n'
+             '        w = iterate(lambda w: x_bar + vjp_x(w)[0], x_bar)\n'
+             '        (theta_bar,) = vjp_theta(w)\n'
+             '        return theta_bar, jnp.zeros_like(x_star)\n'
+             '\n'
+             '    solve.defvjp(solve_fwd, solve_bwd)\n'
+             '    return solve(theta, x_init)\n'),
             ("a plain while_loop: reverse-mode differentiation raises",
              "def implicit_fixed_point(f, theta, x_init):\n"
              "    def cond(c):\n"
