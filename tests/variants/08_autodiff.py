@@ -725,20 +725,18 @@ VARIANTS = {
             "    if L % k:\n"
             "        h = group(h, jax.tree.map(lambda p: p[L - L % k:], params))\n"
             "    return jnp.sum(h * h) / h.size\n",
-            # Zero blocks appended to fill the last group: a zero block is the identity
-            # (h + gelu(h @ 0) @ 0 = h), so the value, the gradient and the groups' inputs
-            # are those of the shorter last group.
-            "def remat_every(params, x, k):\n"
-            "    L = params['w1'].shape[0]\n"
-            "    G = -(-L // k)\n"
-            "    def pad(p):\n"
-            "        zeros = jnp.zeros((G * k - L,) + p.shape[1:], p.dtype)\n"
-            "        return jnp.concatenate([p, zeros]).reshape((G, k) + p.shape[1:])\n"
-            "    body = jax.checkpoint(lambda h, layers: (lax.scan(block, h, layers)[0], None))\n"
-            "    h, _ = lax.scan(body, x, jax.tree.map(pad, params))\n"
-            "    return jnp.vdot(h, h) / h.size\n",
         ],
         "wrong": [
+            ("zero blocks appended to fill the last group: the last group is not shorter, and 9 blocks run for 7 (a zero block passes h through only because of this block's form)",
+             "def remat_every(params, x, k):\n"
+             "    L = params['w1'].shape[0]\n"
+             "    G = -(-L // k)\n"
+             "    def pad(p):\n"
+             "        zeros = jnp.zeros((G * k - L,) + p.shape[1:], p.dtype)\n"
+             "        return jnp.concatenate([p, zeros]).reshape((G, k) + p.shape[1:])\n"
+             "    body = jax.checkpoint(lambda h, layers: (lax.scan(block, h, layers)[0], None))\n"
+             "    h, _ = lax.scan(body, x, jax.tree.map(pad, params))\n"
+             "    return jnp.vdot(h, h) / h.size\n"),
             ("checkpoints every block (section 5.2's answer): keeps the input of every block",
              "def remat_every(params, x, k):\n"
              "    h, _ = lax.scan(jax.checkpoint(block), x, params)\n"
