@@ -17,15 +17,13 @@ Only the judge and the tests call this: the bindings are JAX's own
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
 from autograder.programs.mlir_rewrite import funcs_of, operations, walk_ops
 from autograder.programs.region_work import LAYOUT
-from autograder.programs.text import named_scopes
+from autograder.programs.text import _LOC as _NAME, named_scopes
 
-_NAME = re.compile(r'loc\("((?:jit|pjit)\([^"]*)"')
 _FLOATS = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 # A value handed over is kept whole up to this many elements (the check compares them).
 MAX_ELEMENTS = 1 << 16
